@@ -1,0 +1,38 @@
+"""Shared test helpers: paths, and running the real evaluator (``python -m eval``) in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# tests/gpu/ holds checks that need a CUDA device; they are collected only where one exists.
+collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
+
+
+def clean_env(**extra: str) -> dict:
+    """The environment for an evaluator subprocess: no inherited contest variables."""
+    env = {k: v for k, v in os.environ.items() if k not in ("POPCORN_FD", "POPCORN_SEED")}
+    env.update(extra)
+    return env
+
+
+def run_eval(*args, env: dict | None = None, pass_fds=(), timeout: float = 300,
+             cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    """Run ``python -m eval ARGS`` for real and capture its output (text)."""
+    return subprocess.run([sys.executable, "-m", "eval", *map(str, args)], cwd=cwd,
+                          env=env if env is not None else clean_env(), pass_fds=pass_fds,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def eval_cli():
+    """``eval_cli(*args, env=None, pass_fds=())`` → the finished ``python -m eval`` process."""
+    return run_eval

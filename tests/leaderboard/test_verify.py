@@ -1,0 +1,81 @@
+"""Checking a report against a spec, recomputing the score, and hiding seeds (no server needed)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+from eval.leaderboard.verify import ReportError, check_report, public_report, secret_numbers, spec_from_text
+from eval.specs import mix_seed
+
+SPEC_TEXT = """\
+tests:
+  - {batch: 1, n: 4, cond: 1, seed: 11}
+benchmarks:
+  - {batch: 1, n: 4, cond: 1, seed: 21}
+  - {batch: 2, n: 8, cond: 0, seed: 22, case: upper}
+"""
+
+
+def entry(spec, mean=None, status="pass"):
+    out = {"spec": spec, "status": status, "message": "ok"}
+    if mean is not None:
+        out["stats"] = {"runs": 10, "mean": mean, "std": 1.0, "err": 0.1, "best": mean, "worst": mean}
+    return out
+
+
+def make_report(spec, seed=None):
+    s = spec.reseeded(seed) if seed is not None else spec
+    return {"version": 1, "mode": "leaderboard", "seed": seed,
+            "spec": {"path": "x.yml", "sha256": spec.sha256}, "submission": {"sha256": "0" * 64},
+            "tests": [entry(c.as_dict()) for c in s.tests],
+            "benchmarks": [entry(c.as_dict(), mean) for c, mean in zip(s.benchmarks, (4000.0, 9000.0))],
+            "score": {"passed": True, "seconds": 1e-12, "us": 1e-6}}
+
+
+@pytest.fixture
+def spec():
+    return spec_from_text("board.yml", SPEC_TEXT)
+
+
+def test_score_is_recomputed_not_taken_from_the_report(spec):
+    report = make_report(spec)
+    assert math.isclose(check_report(report, spec), math.sqrt(4000.0 * 9000.0) / 1e9)
+
+
+def test_a_seeded_run_is_checked_against_the_reseeded_cases(spec):
+    report = make_report(spec, seed=77)
+    check_report(report, spec, expected_seed=77, require_seed=True)
+    with pytest.raises(ReportError, match="secret seed"):
+        check_report(report, spec, expected_seed=78, require_seed=True)
+    report["seed"] = None                      # claims no seed but its case seeds are mixed
+    with pytest.raises(ReportError, match="missing"):
+        check_report(report, spec)
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda r: r["benchmarks"].pop(), "benchmarks: 1 case"),
+    (lambda r: r["tests"][0].update(status="fail"), r"tests\[0\].*did not pass"),
+    (lambda r: r["tests"].append(copy.deepcopy(r["tests"][0])), "case not in the spec"),
+    (lambda r: r["spec"].update(sha256="f" * 64), "spec sha256"),
+    (lambda r: r.update(mode="test"), "mode 'test' cannot be ranked"),
+    (lambda r: r["benchmarks"][1]["stats"].update(mean=-1.0), "stats.mean must be a positive number"),
+    (lambda r: r.update(version=2), "unsupported version"),
+])
+def test_bad_reports_are_refused_with_their_own_message(spec, break_it, message):
+    report = make_report(spec)
+    break_it(report)
+    with pytest.raises(ReportError, match=message):
+        check_report(report, spec)
+
+
+def test_public_report_shows_no_seed(spec):
+    report = make_report(spec, seed=123457)
+    report["benchmarks"][0]["message"] = f"failed on seed {mix_seed(21, 123457)}"
+    shown = public_report(report, secret_numbers(spec, 123457))
+    text = repr(shown)
+    assert "seed" not in shown and all("seed" not in e["spec"] for e in shown["tests"])
+    assert "123457" not in text and str(mix_seed(21, 123457)) not in text
+    assert "[secret]" in shown["benchmarks"][0]["message"]

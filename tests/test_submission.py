@@ -1,0 +1,115 @@
+"""The contest entry's Triton kernels, run on CPU tensors in Triton's interpreter, checked with the contest's checker.
+
+``TRITON_INTERPRET`` is read when ``@triton.jit`` wraps a function, so this module sets it and then loads its own
+copy of ``submission.py`` (whatever else this process imported before).
+"""
+
+import importlib.util
+import os
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import reference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_submission():
+    spec = importlib.util.spec_from_file_location("submission_interpreted", ROOT / "submission.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sub = _load_submission()
+
+
+def _check(A, out):
+    ok, message = reference.check_implementation(A, out)
+    assert ok, message
+
+
+def _input(batch, n, case="dense", cond=2, seed=7):
+    return reference.generate_input(batch, n, cond, seed, case, device="cpu")
+
+
+@pytest.mark.parametrize("batch,n", [(1, 1), (3, 1), (1, 2), (2, 5), (1, 17), (3, 32)])
+def test_small_path(batch, n):
+    assert n <= sub.SMALL_N_MAX
+    A = _input(batch, n)
+    _check(A, sub.custom_kernel(A))
+
+
+@pytest.mark.parametrize("case", reference.CASES)
+def test_every_case_kind_small_path(case):
+    A = _input(4, 24, case)
+    _check(A, sub.custom_kernel(A))
+
+
+@pytest.mark.parametrize("case", reference.CASES)
+def test_every_case_kind_blocked_three_panels(case):
+    A = _input(2, 40, case, seed=11)  # panels of 16 columns: 16 + 16 + 8
+    _check(A, sub.qr_blocked(A, panel_width=16))
+
+
+@pytest.mark.parametrize("batch,n,case", [(1, 37, "dense"), (2, 53, "nearrank"), (2, 45, "clustered")])
+def test_blocked_odd_n_with_split_panels(batch, n, case):
+    # max_register_rows=16 splits every panel taller than 16 rows over programs of 16 rows each (one launch
+    # per reflector); the shorter last panels stay in one program's registers.
+    A = _input(batch, n, case, seed=5)
+    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=16))
+
+
+def test_default_blocked_path_with_one_column_last_panel():
+    n = 4 * sub.NARROW_PANEL_WIDTH + 1
+    A = _input(2, n, "mixed", seed=3)
+    assert sub.SMALL_N_MAX < n and sub._latency_bound(A)  # narrow panels: 5, the last one column wide
+    _check(A, sub.custom_kernel(A))
+
+
+def test_follows_lapack_convention_like_geqrf():
+    A = _input(2, 40, "dense", cond=0, seed=21)
+    H, tau = sub.qr_blocked(A, panel_width=16)
+    H_ref, tau_ref = torch.geqrf(A)
+    assert torch.allclose(tau, tau_ref, atol=1e-4)
+    assert torch.allclose(torch.triu(H), torch.triu(H_ref), rtol=1e-3, atol=1e-3)
+
+
+def test_trivial_reflectors_keep_the_matrix_and_have_zero_tau():
+    A = _input(2, 40, "upper", seed=4)  # already upper triangular: every reflector is trivial
+    H, tau = sub.qr_blocked(A, panel_width=16)
+    assert torch.equal(tau, torch.zeros_like(tau))
+    assert torch.equal(H, A)
+
+
+def test_zero_columns_get_zero_tau():
+    A = _input(2, 40, "rankdef", cond=0, seed=4)  # columns from 3n/4 on are zero
+    H, tau = sub.qr_blocked(A, panel_width=16)
+    assert torch.equal(tau[:, 30:], torch.zeros_like(tau[:, 30:]))
+    assert bool((tau[:, :29] != 0).all())
+
+
+def test_input_untouched_and_fresh_outputs_every_call():
+    A = _input(2, 40, "dense", seed=8)
+    pristine = A.clone()
+    H1, tau1 = sub.custom_kernel(A)
+    H2, tau2 = sub.custom_kernel(A)
+    assert torch.equal(A, pristine)
+    assert H1.data_ptr() != H2.data_ptr() and tau1.data_ptr() != tau2.data_ptr()
+    assert H1.data_ptr() != A.data_ptr()
+    assert torch.equal(H1, H2) and torch.equal(tau1, tau2)
+
+
+@pytest.mark.parametrize("bad,what", [
+    (torch.zeros(4, 4), "shape (4, 4)"),
+    (torch.zeros(2, 3, 4), "shape (2, 3, 4)"),
+    (torch.zeros(2, 4, 4, dtype=torch.float64), "torch.float64"),
+])
+def test_bad_input_is_a_one_line_error(bad, what):
+    with pytest.raises(ValueError, match="expected float32 \\[batch, n, n\\]") as error:
+        sub.custom_kernel(bad)
+    assert what in str(error.value) and "\n" not in str(error.value)
