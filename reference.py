@@ -181,7 +181,7 @@ class CheckResult:
     orth_margin: float | None = None  # orthogonality residual as a fraction of its gate
 
 
-def _norm1(x: torch.Tensor) -> torch.Tensor:
+def norm1(x: torch.Tensor) -> torch.Tensor:
     """Matrix 1-norm (largest column sum of absolute values) of each matrix in a batch."""
     return x.abs().sum(dim=-2).amax(dim=-1)
 
@@ -229,10 +229,10 @@ def check_details(A: torch.Tensor, output) -> CheckResult:
 
     A64, Q64, R64 = A.double(), Q.double(), R.double()
     P = Q64.transpose(-2, -1) @ A64
-    a_norm = _norm1(A64)
+    a_norm = norm1(A64)
     unit = EPS32 * n
 
-    factor_res = _norm1(R64 - P)
+    factor_res = norm1(R64 - P)
     factor_allowed = FACTOR_RTOL * unit * a_norm
     factor_scaled = factor_res / (unit * a_norm.clamp(min=1e-30))
     factor_ratio = factor_res / factor_allowed.clamp(min=torch.finfo(torch.float64).tiny)
@@ -240,7 +240,7 @@ def check_details(A: torch.Tensor, output) -> CheckResult:
     factor_ratio = torch.where(factor_res == 0, torch.zeros_like(factor_ratio), factor_ratio)
 
     eye = torch.eye(n, dtype=torch.float64, device=A.device)
-    orth_each = _norm1(Q64.transpose(-2, -1) @ Q64 - eye)
+    orth_each = norm1(Q64.transpose(-2, -1) @ Q64 - eye)
     orth_res = float(orth_each.max())
     orth_allowed = ORTH_RTOL * unit
     orth_scaled = orth_res / unit
@@ -263,8 +263,8 @@ def check_details(A: torch.Tensor, output) -> CheckResult:
     if failures:
         return CheckResult(False, "; ".join(failures), worst_scaled, orth_scaled, factor_margin, orth_margin)
 
-    recon = float((_norm1(Q64 @ R64 - A64) / (unit * a_norm.clamp(min=1e-30))).max())
-    leakage = float((_norm1(torch.tril(P, -1)) / (unit * a_norm.clamp(min=1e-30))).max())
+    recon = float((norm1(Q64 @ R64 - A64) / (unit * a_norm.clamp(min=1e-30))).max())
+    leakage = float((norm1(torch.tril(P, -1)) / (unit * a_norm.clamp(min=1e-30))).max())
     message = (f"ok: batch={batch} n={n} factor_rtol={FACTOR_RTOL} orth_rtol={ORTH_RTOL} "
                f"scaled factor={worst_scaled:.3f} reconstruction={recon:.3f} "
                f"leakage={leakage:.3f} orthogonality={orth_scaled:.3f}")

@@ -588,11 +588,6 @@ class Session:
         return self.defence_s / self.bench_wall_s if self.bench_wall_s > 0 else 0.0
 
 
-def _norm1(x: torch.Tensor) -> torch.Tensor:
-    """Matrix 1-norm (largest absolute column sum) of each matrix in a batch."""
-    return x.abs().sum(dim=-2).amax(dim=-1)
-
-
 def recheck_passes(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor):
     """``reference.check_details``'s two gates, fast on a GPU: ``(passed, factor_margin, orth_margin)``.
 
@@ -619,11 +614,11 @@ def recheck_passes(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor):
         if not bool(torch.isfinite(Q).all()):
             return False, None, None
         unit = reference.EPS32 * n
-        residual = _norm1(torch.triu(H64) - Q.mT @ A64)
-        allowed = (reference.FACTOR_RTOL * unit * _norm1(A64)).clamp(min=torch.finfo(torch.float64).tiny)
+        residual = reference.norm1(torch.triu(H64) - Q.mT @ A64)
+        allowed = (reference.FACTOR_RTOL * unit * reference.norm1(A64)).clamp(min=torch.finfo(torch.float64).tiny)
         factor_ratio = torch.where(residual == 0, torch.zeros_like(residual), residual / allowed)
         factor_margin = float(factor_ratio.max())
-        orth_margin = float(_norm1(Q.mT @ Q - eye).max()) / (reference.ORTH_RTOL * unit)
+        orth_margin = float(reference.norm1(Q.mT @ Q - eye).max()) / (reference.ORTH_RTOL * unit)
     except RuntimeError:  # e.g. out of device memory for the float64 temporaries: use the contest's check
         result = reference.check_details(A, (H, tau))
         return result.ok, result.factor_margin, result.orth_margin
