@@ -1,21 +1,24 @@
 """Batched Householder QR in Triton: ``custom_kernel(A) -> (H, tau)`` in ``torch.geqrf``'s compact form.
 
-Data layout.  ``A`` is float32 ``[batch, n, n]``, row-major.  The factorization runs in place on a copy ``H``:
-column k ends with R on and above the diagonal and the reflector's vector ``v_k`` below it (``v_k[k] = 1`` is
-implicit), ``tau[b, k]`` beside it, so that ``Q = H_0 … H_{n-1}``, ``H_k = I - tau_k v_k v_kᵀ`` and ``Qᵀ A = R``.
+Data layout.  ``A`` is float32 ``[batch, n, n]``, row-major, and is only read.  ``H`` (same shape) ends with R
+on and above the diagonal and the reflector's vector ``v_k`` below it in column k (``v_k[k] = 1`` is implicit),
+``tau[b, k]`` beside it, so that ``Q = H_0 … H_{n-1}``, ``H_k = I - tau_k v_k v_kᵀ`` and ``Qᵀ A = R``.  The first
+panel and its update read A and write every entry of H; everything after works in place in H.
 
 Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` columns.  For the panel at column
 ``k0``:
   1. ``_factor_panel``: one program per matrix holds the panel ``H[k0:, k0:k0+NB]`` in registers and runs the
-     panel's reflectors one by one (each applied to the panel columns on its right).  It then builds the
-     compact-WY factor T (``H_0 … H_{NB-1} = I - V T Vᵀ``, T upper triangular) from VᵀV and the taus.
-     A panel taller than MAX_REGISTER_PANEL_ROWS (n >= 2048: few matrices, too many rows for one program)
-     is split in row slices over several programs instead (``_reflect_split_panel``, one launch per
-     reflector; the slices' partial sums meet in global memory), and ``_build_T_streamed`` builds its T.
-  2. ``_apply_panel``: one program per (matrix, tile of trailing columns) applies the panel's ``Qᵀ`` to the
-     trailing block: ``C <- C - V (Tᵀ (Vᵀ C))``, two passes over the tile's rows; the products run on tensor
-     cores in error-compensated tf32 (each float32 operand split into a tf32 high part and a tf32 low part and
-     the three significant cross products summed), which keeps float32 accuracy on ill-conditioned input.
+     panel's reflectors one by one (each applied to the panel columns on its right), then stores the panel's
+     Gram matrix VᵀV.  A panel taller than MAX_REGISTER_PANEL_ROWS (few large matrices: too many rows for one
+     program) is split in row slices over several programs instead (``_reflect_split_panel``, one launch per
+     reflector; the slices' partial sums, and at the end their parts of VᵀV, meet in global memory).
+  2. The update of the trailing columns C with the panel's compact WY form ``H_0 … H_{NB-1} = I - V T Vᵀ``
+     (T upper triangular, built from VᵀV and the taus by ``_store_T``): ``C <- C - V (Tᵀ (Vᵀ C))``.
+     ``_panel_products`` forms Vᵀ C and ``_panel_update`` the rest, each program on one tile of columns and
+     one chunk of its rows; the rows are cut in chunks only as far as needed to give the GPU enough programs
+     (few large matrices), and the chunks' parts of Vᵀ C meet in global memory.  The products run on tensor
+     cores in error-compensated tf32 (each float32 operand split into a tf32 high and a tf32 low part, the
+     three significant cross products summed), which keeps float32 accuracy on ill-conditioned input.
 A small matrix (n <= SMALL_N_MAX) is a single panel as wide as the matrix: one program does the whole QR.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
 reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per reflector, twice the update
@@ -44,6 +47,7 @@ TRAILING_TILE_COLS = 64  # trailing columns per program of the update
 TRAILING_TILE_ROWS = 64  # rows per step of the update's passes over a tile
 MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs per matrix
 SPLIT_PANEL_SLICE = 128  # rows per program of a split panel
+UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
 
 
 @triton.jit
@@ -108,47 +112,57 @@ def _store_T(T_out, b, gram, taus, cols, NB: tl.constexpr):
 
 
 @triton.jit
-def _factor_panel(H, tau_out, T_out, n, k0,
-                  ROWS: tl.constexpr, NB: tl.constexpr, BUILD_T: tl.constexpr):
+def _store_gram(gram_out, P, rows, cols, inside, NB: tl.constexpr):
+    """The Gram matrix VᵀV of a block of factored panel rows (a partial sum when the block is part of the panel)."""
+    V = _unit_lower(P, rows, cols, inside)
+    gram = tl.dot(tl.trans(V), V, input_precision="ieee")
+    tl.store(gram_out + cols[:, None] * NB + cols[None, :], gram)
+
+
+@triton.jit
+def _factor_panel(src, H, tau_out, grams, n, k0,
+                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_GRAM: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
-    rows); write its taus and, if BUILD_T, its T."""
+    rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_GRAM, its
+    Gram matrix VᵀV as the single part ``grams[b, 0]``."""
     b = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, NB)
     n_cols = tl.minimum(n - k0, NB)
     inside = (rows[:, None] < n - k0) & (cols[None, :] < n_cols)
-    ptrs = H + b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
-    P = tl.load(ptrs, mask=inside, other=0.0)
+    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
+    P = tl.load(src + offsets, mask=inside, other=0.0)
     taus = tl.zeros([NB], dtype=tl.float32)
     for j in range(0, n_cols):
         d, m = _fold_sums(P, rows, cols, j)
         tau, scale, diagonal, w = _reflector(d, m, j, cols)
         P = _reflect_rows(P, rows, cols, j, tau, scale, diagonal, w)
         taus = tl.where(cols == j, tau, taus)
-    tl.store(ptrs, P, mask=inside)
+    tl.store(H + offsets, P, mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
-    if BUILD_T:
-        V = _unit_lower(P, rows, cols, inside)
-        _store_T(T_out, b, tl.dot(tl.trans(V), V, input_precision="ieee"), taus, cols, NB)
+    if WRITE_GRAM:
+        _store_gram(grams + b * NB * NB, P, rows, cols, inside, NB)
 
 
 @triton.jit
-def _reflect_split_panel(H, tau_out, partials, n, k0, j, NB: tl.constexpr, SLICE: tl.constexpr):
+def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j,
+                         NB: tl.constexpr, SLICE: tl.constexpr, LAST: tl.constexpr):
     """Step j of a tall panel H[b, k0:, k0:k0+NB] whose rows are split in slices of SLICE rows over the
-    programs (b, p) of one launch.  The launch for step j (0 <= j <= panel columns) first finishes reflector
-    j - 1: every program sums all slices' folded sums of step j - 1 (d and m, written by the previous launch),
-    derives the same reflector from them and applies it to its own rows; then it writes its slice's folded
-    sums for reflector j.  ``partials`` [batch, 2, P, 2, NB] alternates between two halves by the parity of
-    the step, so a launch never overwrites what it reads."""
+    programs (b, p) of one launch, read from ``src`` (the input in steps 0 and 1 of the first panel, else H
+    itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every
+    program sums all slices' folded sums of step j - 1 (d and m, written by the previous launch), derives the
+    same reflector from them and applies it to its own rows; then it writes its slice's folded sums for
+    reflector j or, in the LAST step (j == NB), its slice's part of the Gram matrix VᵀV (``grams[b, p]``).
+    ``partials`` [batch, 2, slices, 2, NB] alternates between two halves by the parity of the step, so a launch
+    never overwrites what it reads."""
     b = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
     n_slices = tl.num_programs(1)
     rows = p * SLICE + tl.arange(0, SLICE)
     cols = tl.arange(0, NB)
-    n_cols = tl.minimum(n - k0, NB)
-    inside = (rows[:, None] < n - k0) & (cols[None, :] < n_cols)
-    ptrs = H + b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
-    P = tl.load(ptrs, mask=inside, other=0.0)
+    inside = (rows[:, None] < n - k0) & (cols[None, :] < NB)
+    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
+    P = tl.load(src + offsets, mask=inside, other=0.0)
     slot = partials + b * 2 * n_slices * 2 * NB
     if j > 0:
         previous = slot + ((j - 1) % 2) * n_slices * 2 * NB
@@ -159,10 +173,12 @@ def _reflect_split_panel(H, tau_out, partials, n, k0, j, NB: tl.constexpr, SLICE
             m += tl.load(previous + q * 2 * NB + NB + cols)
         tau, scale, diagonal, w = _reflector(d, m, j - 1, cols)
         P = _reflect_rows(P, rows, cols, j - 1, tau, scale, diagonal, w)
-        tl.store(ptrs, P, mask=inside)
+        tl.store(H + offsets, P, mask=inside)
         if p == 0:
             tl.store(tau_out + b * n + k0 + j - 1, tau)
-    if j < n_cols:
+    if LAST:
+        _store_gram(grams + (b * n_slices + p) * NB * NB, P, rows, cols, inside, NB)
+    else:
         d_part, m_part = _fold_sums(P, rows, cols, j)
         current = slot + (j % 2) * n_slices * 2 * NB + p * 2 * NB
         tl.store(current + cols, d_part)
@@ -170,55 +186,71 @@ def _reflect_split_panel(H, tau_out, partials, n, k0, j, NB: tl.constexpr, SLICE
 
 
 @triton.jit
-def _build_T_streamed(H, tau_in, T_out, n, k0, NB: tl.constexpr, CHUNK: tl.constexpr):
-    """T of the factored tall panel at k0 of matrix b = program id, its Gram matrix VᵀV summed over row blocks."""
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.arange(0, CHUNK)
-    cols = tl.arange(0, NB)
-    gram = tl.zeros([NB, NB], dtype=tl.float32)
-    for r0 in range(0, n - k0, CHUNK):
-        rows = r0 + r
-        inside = tl.broadcast_to(rows[:, None] < n - k0, (CHUNK, NB))
-        P = tl.load(H + b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :]), mask=inside, other=0.0)
-        V = _unit_lower(P, rows, cols, inside)
-        gram += tl.dot(tl.trans(V), V, input_precision="ieee")
-    _store_T(T_out, b, gram, tl.load(tau_in + b * n + k0 + cols), cols, NB)
+def _load_V(base, n, k0, rr, vc, row_end):
+    """Rows ``rr`` (panel-relative, below ``row_end``) of the panel's V at k0 of one matrix (``base``)."""
+    inside = tl.broadcast_to(rr[:, None] < row_end, (rr.shape[0], vc.shape[0]))
+    P = tl.load(base + (k0 + rr[:, None]) * n + (k0 + vc[None, :]), mask=inside, other=0.0)
+    return _unit_lower(P, rr, vc, inside)
 
 
 @triton.jit
-def _apply_panel(H, T_in, n, k0,
-                 NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr):
-    """C <- C - V (Tᵀ (Vᵀ C)) for the trailing tile C = H[b, k0:, c0:c0+TILE_COLS] right of the panel at k0."""
+def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, n_grams,
+                    NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
+    """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
+    Vᵀ C`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS] (``src`` is the
+    input in the first panel's update, else H itself).  Program
+    (b, 0, 0) also builds the panel's T from the parts of its Gram matrix and its taus."""
     b = tl.program_id(0).to(tl.int64)
-    c0 = k0 + NB + tl.program_id(1) * TILE_COLS
-    base = H + b * n * n
-    r = tl.arange(0, TILE_ROWS)
+    t = tl.program_id(1)
+    c = tl.program_id(2)
     vc = tl.arange(0, NB)
-    tc = c0 + tl.arange(0, TILE_COLS)
-    col_ok = tc[None, :] < n
-    k = tl.arange(0, NB)
-    T = tl.load(T_in + b * NB * NB + k[:, None] * NB + k[None, :])
-
+    if (t == 0) & (c == 0):
+        gram = tl.zeros([NB, NB], dtype=tl.float32)
+        for g in range(0, n_grams):
+            gram += tl.load(grams + ((b * n_grams + g) * NB + vc[:, None]) * NB + vc[None, :])
+        _store_T(T_out, b, gram, tl.load(tau_in + b * n + k0 + vc), vc, NB)
+    base = H + b * n * n
+    tc = k0 + NB + t * TILE_COLS + tl.arange(0, TILE_COLS)
+    row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
-    for r0 in range(0, n - k0, TILE_ROWS):
-        rr = r0 + r
-        row_ok = rr[:, None] < n - k0
-        V = tl.load(base + (k0 + rr[:, None]) * n + (k0 + vc[None, :]),
-                    mask=row_ok & (rr[:, None] > vc[None, :]), other=0.0)
-        V = tl.where(rr[:, None] == vc[None, :], 1.0, V)
-        C = tl.load(base + (k0 + rr[:, None]) * n + tc[None, :], mask=row_ok & col_ok, other=0.0)
+    for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
+        rr = r0 + tl.arange(0, TILE_ROWS)
+        V = _load_V(base, n, k0, rr, vc, row_end)
+        C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
+                    mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
         W += tl.dot(tl.trans(V), C, input_precision="tf32x3")
+    tiles, chunks = tl.num_programs(1), tl.num_programs(2)
+    ti = tl.arange(0, TILE_COLS)
+    tl.store(W_parts + (((b * tiles + t) * chunks + c) * NB + vc[:, None]) * TILE_COLS + ti[None, :], W)
+
+
+@triton.jit
+def _panel_update(src, H, T_in, W_parts, n, k0,
+                  NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
+    """Second half: program (b, t, c) sums W = Vᵀ C over the chunks, and updates its chunk of the tile:
+    H <- C - V (Tᵀ W) with C read from ``src``."""
+    b = tl.program_id(0).to(tl.int64)
+    t = tl.program_id(1)
+    c = tl.program_id(2)
+    tiles, chunks = tl.num_programs(1), tl.num_programs(2)
+    vc = tl.arange(0, NB)
+    ti = tl.arange(0, TILE_COLS)
+    W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
+    for q in range(0, chunks):
+        W += tl.load(W_parts + (((b * tiles + t) * chunks + q) * NB + vc[:, None]) * TILE_COLS + ti[None, :])
+    T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
     Z = tl.dot(tl.trans(T), W, input_precision="tf32x3")
-    for r0 in range(0, n - k0, TILE_ROWS):
-        rr = r0 + r
-        row_ok = rr[:, None] < n - k0
-        V = tl.load(base + (k0 + rr[:, None]) * n + (k0 + vc[None, :]),
-                    mask=row_ok & (rr[:, None] > vc[None, :]), other=0.0)
-        V = tl.where(rr[:, None] == vc[None, :], 1.0, V)
-        c_ptrs = base + (k0 + rr[:, None]) * n + tc[None, :]
-        C = tl.load(c_ptrs, mask=row_ok & col_ok, other=0.0)
+    base = H + b * n * n
+    tc = k0 + NB + t * TILE_COLS + ti
+    row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
+    for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
+        rr = r0 + tl.arange(0, TILE_ROWS)
+        V = _load_V(base, n, k0, rr, vc, row_end)
+        c_offsets = b * n * n + (k0 + rr[:, None]) * n + tc[None, :]
+        c_ok = (rr[:, None] < row_end) & (tc[None, :] < n)
+        C = tl.load(src + c_offsets, mask=c_ok, other=0.0)
         C -= tl.dot(V, Z, input_precision="tf32x3")
-        tl.store(c_ptrs, C, mask=row_ok & col_ok)
+        tl.store(H + c_offsets, C, mask=c_ok)
 
 
 def _panel_warps(rows: int, width: int) -> int:
@@ -226,40 +258,72 @@ def _panel_warps(rows: int, width: int) -> int:
     return max(1, min(8, rows * width // (32 * 32)))
 
 
-def _factor_small(H: torch.Tensor, tau: torch.Tensor) -> None:
-    """Whole-matrix QR in place, one program per matrix: the matrix is a single panel as wide as itself."""
-    batch, n = H.shape[0], H.shape[-1]
+def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
+    """Whole-matrix QR of A into H, one program per matrix: the matrix is a single panel as wide as itself."""
+    batch, n = A.shape[0], A.shape[-1]
     width = triton.next_power_of_2(n)
-    _factor_panel[(batch,)](H, tau, tau, n, 0, ROWS=width, NB=width, BUILD_T=False,
+    _factor_panel[(batch,)](A, H, tau, tau, n, 0, ROWS=width, NB=width, WRITE_GRAM=False,
                             num_warps=_panel_warps(width, width))
 
 
-def _factor_blocked(H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int) -> None:
-    """Blocked QR in place: per panel, factor it (in one program's registers up to max_register_rows rows,
+def _update_chunks(rows: int, programs: int, target: int) -> int:
+    """Row chunks per trailing tile so that about ``target`` programs share the update (whole TILE_ROWS
+    blocks per chunk)."""
+    return max(1, min(triton.cdiv(rows, TRAILING_TILE_ROWS), target // programs))
+
+
+def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
+                    update_programs: int) -> None:
+    """Blocked QR of A into H: per panel, factor it (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector), then
-    update the trailing columns with its compact WY form."""
-    batch, n = H.shape[0], H.shape[-1]
-    T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=H.device)
+    update the trailing columns with its compact WY form, the tiles' rows split in chunks until about
+    ``update_programs`` programs share the work.  The first panel and its update read A and write every
+    entry of H; everything after works in place in H."""
+    if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
+        raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
+    batch, n = A.shape[0], A.shape[-1]
+    dev = A.device
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
-    partials = torch.empty((batch, 2, triton.cdiv(n, slice_rows), 2, panel_width), dtype=torch.float32,
-                           device=H.device)
+    max_slices = triton.cdiv(n, slice_rows)
+    T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
+    grams = torch.empty((batch, max_slices, panel_width, panel_width), dtype=torch.float32, device=dev)
+    partials = torch.empty((batch, 2, max_slices, 2, panel_width), dtype=torch.float32, device=dev)
+    max_tiles = triton.cdiv(n, TRAILING_TILE_COLS)
+    max_chunks = _update_chunks(n, batch, update_programs)
+    W_parts = torch.empty((batch, max_tiles, max_chunks, panel_width, TRAILING_TILE_COLS), dtype=torch.float32,
+                          device=dev)
     for k0 in range(0, n, panel_width):
+        src = A if k0 == 0 else H
         rows = max(16, triton.next_power_of_2(n - k0))
         has_trailing = k0 + panel_width < n
-        if rows > max_register_rows:  # then n - k0 > panel_width: there is a trailing block
+        if rows > max_register_rows:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
             slices = triton.cdiv(n - k0, slice_rows)
             for j in range(panel_width + 1):
-                _reflect_split_panel[(batch, slices)](H, tau, partials, n, k0, j, NB=panel_width, SLICE=slice_rows,
-                                                      num_warps=_panel_warps(slice_rows, panel_width))
-            _build_T_streamed[(batch,)](H, tau, T, n, k0, NB=panel_width, CHUNK=slice_rows,
-                                        num_warps=_panel_warps(slice_rows, panel_width))
+                _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
+                    src if j <= 1 else H, H, tau, partials, grams, n, k0, j, NB=panel_width, SLICE=slice_rows,
+                    LAST=j == panel_width, num_warps=_panel_warps(slice_rows, panel_width))
+            gram_parts = slices
         else:
-            _factor_panel[(batch,)](H, tau, T, n, k0, ROWS=rows, NB=panel_width, BUILD_T=has_trailing,
+            _factor_panel[(batch,)](src, H, tau, grams, n, k0, ROWS=rows, NB=panel_width, WRITE_GRAM=has_trailing,
                                     num_warps=_panel_warps(rows, panel_width))
+            gram_parts = 1
         if has_trailing:
             tiles = triton.cdiv(n - k0 - panel_width, TRAILING_TILE_COLS)
-            _apply_panel[(batch, tiles)](H, T, n, k0, NB=panel_width, TILE_COLS=TRAILING_TILE_COLS,
-                                         TILE_ROWS=TRAILING_TILE_ROWS, num_warps=4)
+            chunks = _update_chunks(n - k0, batch * tiles, update_programs)
+            chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
+            chunks = triton.cdiv(n - k0, chunk_rows)
+            grid = (batch, tiles, chunks)
+            shape = dict(NB=panel_width, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS,
+                         CHUNK_ROWS=chunk_rows, num_warps=4)
+            _panel_products[grid](src, H, tau, grams, T, W_parts, n, k0, gram_parts, **shape)
+            _panel_update[grid](src, H, T, W_parts, n, k0, **shape)
+
+
+def _update_programs(device: torch.device) -> int:
+    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor (the
+    interpreter runs one program at a time: one notional multiprocessor)."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+    return UPDATE_PROGRAMS_PER_SM * sms
 
 
 def _latency_bound(A: torch.Tensor) -> bool:
@@ -267,13 +331,14 @@ def _latency_bound(A: torch.Tensor) -> bool:
     return A.numel() * A.element_size() <= LATENCY_BOUND_BYTES
 
 
-def _factor(H: torch.Tensor, tau: torch.Tensor) -> None:
-    n = H.shape[-1]
+def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
+    """QR of A into H and tau (A is left as it is)."""
+    n = A.shape[-1]
     if n <= SMALL_N_MAX:
-        _factor_small(H, tau)
+        _factor_small(A, H, tau)
     else:
-        width = NARROW_PANEL_WIDTH if _latency_bound(H) else PANEL_WIDTH
-        _factor_blocked(H, tau, width, MAX_REGISTER_PANEL_ROWS)
+        width = NARROW_PANEL_WIDTH if _latency_bound(A) else PANEL_WIDTH
+        _factor_blocked(A, H, tau, width, MAX_REGISTER_PANEL_ROWS, _update_programs(A.device))
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -282,30 +347,31 @@ def _graphed(A: torch.Tensor) -> bool:
     return _latency_bound(A) or A.shape[-1] > MAX_REGISTER_PANEL_ROWS
 
 
-def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS):
-    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n)."""
-    H = A.clone()
-    tau = torch.empty(A.shape[:2], dtype=torch.float32, device=A.device)
-    _factor_blocked(H, tau, panel_width, max_register_rows)
+def _outputs(A: torch.Tensor):
+    return torch.empty_like(A), torch.empty(A.shape[:2], dtype=torch.float32, device=A.device)
+
+
+def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
+               update_programs: int | None = None):
+    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, and
+    many update programs to split the update's rows)."""
+    H, tau = _outputs(A)
+    _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device))
     return H, tau
 
 
 class _GraphedQR:
-    """The launch chain of one (batch, n, device), captured once as a CUDA graph: input copied into a static
-    buffer, factored in place in the graph's own H and tau, which are cloned out on every call."""
+    """The launch chain of one (batch, n, device), captured once as a CUDA graph: the input is copied into a
+    static buffer and factored into the graph's own H and tau, which are cloned out on every call."""
 
     def __init__(self, A: torch.Tensor):
-        self.A = torch.empty_like(A)
-        self.H = torch.empty_like(A)
-        self.tau = torch.empty(A.shape[:2], dtype=torch.float32, device=A.device)
-        self.A.copy_(A)
-        self.H.copy_(self.A)
-        _factor(self.H, self.tau)  # compiles every kernel outside the capture
+        self.A = A.clone()
+        self.H, self.tau = _outputs(A)
+        _factor(self.A, self.H, self.tau)  # compiles every kernel outside the capture
         torch.cuda.synchronize(A.device)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.H.copy_(self.A)
-            _factor(self.H, self.tau)
+            _factor(self.A, self.H, self.tau)
 
     def __call__(self, A: torch.Tensor):
         self.A.copy_(A)
@@ -326,7 +392,6 @@ def custom_kernel(A: torch.Tensor):
         if key not in _graphs:
             _graphs[key] = _GraphedQR(A)
         return _graphs[key](A)
-    H = A.clone()
-    tau = torch.empty(A.shape[:2], dtype=torch.float32, device=A.device)
-    _factor(H, tau)
+    H, tau = _outputs(A)
+    _factor(A, H, tau)
     return H, tau

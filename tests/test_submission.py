@@ -64,6 +64,14 @@ def test_blocked_odd_n_with_split_panels(batch, n, case):
     _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=16))
 
 
+@pytest.mark.parametrize("batch,n,case", [(1, 150, "dense"), (2, 130, "rowscale")])
+def test_update_rows_split_over_programs(batch, n, case):
+    # 64 update programs for 1-2 matrices with one or two 64-column tiles: every tile's rows are cut in chunks
+    # (their partial V^T C summed by the second kernel); panels of 150 and 130 rows are split in slices too.
+    A = _input(batch, n, case, seed=9)
+    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64))
+
+
 def test_default_blocked_path_with_one_column_last_panel():
     n = 4 * sub.NARROW_PANEL_WIDTH + 1
     A = _input(2, n, "mixed", seed=3)

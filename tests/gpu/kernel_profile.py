@@ -1,0 +1,72 @@
+"""GPU-only: where an entry's time goes, kernel by kernel (not collected by pytest).
+
+    python tests/gpu/kernel_profile.py [ENTRY.py ...]
+
+For each large benchmark shape: the per-call time of ``custom_kernel`` (median of 10 CUDA-event timings), then
+one ungraphed ``_factor(A, H, tau)`` under torch.profiler, its GPU kernels' times summed by kernel name.  The
+entry must expose ``_factor(A, H, tau)`` as submission.py does.
+"""
+
+import collections
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+import reference  # noqa: E402
+
+SHAPES = [(640, 512), (60, 1024), (8, 2048), (2, 4096), (40, 352), (40, 176), (20, 32)]  # (batch, n)
+
+
+def load(path: str):
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def per_call_ms(fn, A, repeats: int = 10) -> float:
+    fn(A)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(A)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    for path in sys.argv[1:] or [str(ROOT / "submission.py")]:
+        entry = load(path)
+        print(f"== {path}")
+        for batch, n in SHAPES:
+            A = reference.generate_input(batch, n, 2, 1, "dense", device="cuda")
+            call = per_call_ms(entry.custom_kernel, A)
+            H, tau = torch.empty_like(A), torch.empty(A.shape[:2], device="cuda")
+            entry._factor(A, H, tau)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                entry._factor(A, H, tau)
+                torch.cuda.synchronize()
+            totals = collections.defaultdict(lambda: [0.0, 0])
+            for event in prof.events():
+                if event.device_type.name == "CUDA":
+                    name = event.name.split("(")[0][:40]
+                    totals[name][0] += event.device_time_total
+                    totals[name][1] += 1
+            parts = ", ".join(f"{name} {us / 1e3:.2f} ms / {count} (avg {us / count:.1f} us)"
+                              for name, (us, count) in sorted(totals.items(), key=lambda kv: -kv[1][0]))
+            print(f"b{batch} n{n}: call {call:.3f} ms | kernels {sum(v[0] for v in totals.values()) / 1e3:.2f} ms"
+                  f" | {parts}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
