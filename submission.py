@@ -288,9 +288,10 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
     grams = torch.empty((batch, max_slices, panel_width, panel_width), dtype=torch.float32, device=dev)
     partials = torch.empty((batch, 2, max_slices, 2, panel_width), dtype=torch.float32, device=dev)
-    max_tiles = triton.cdiv(n, TRAILING_TILE_COLS)
-    max_chunks = _update_chunks(n, batch, update_programs)
-    W_parts = torch.empty((batch, max_tiles, max_chunks, panel_width, TRAILING_TILE_COLS), dtype=torch.float32,
+    # An update has tiles x chunks <= max(tiles, update_programs // batch) programs per matrix (chunks > 1 only
+    # while tiles x chunks stays within update_programs // batch), each with a [NB, TILE_COLS] part of Vᵀ C.
+    parts_per_matrix = max(triton.cdiv(n, TRAILING_TILE_COLS), update_programs // batch)
+    W_parts = torch.empty((batch * parts_per_matrix * panel_width * TRAILING_TILE_COLS,), dtype=torch.float32,
                           device=dev)
     for k0 in range(0, n, panel_width):
         src = A if k0 == 0 else H
