@@ -124,7 +124,7 @@ def _factor_panel(src, H, tau_out, grams, n, k0,
                   ROWS: tl.constexpr, NB: tl.constexpr, WRITE_GRAM: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
     rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_GRAM, its
-    Gram matrix VᵀV as the single part ``grams[b, 0]``."""
+    Gram matrix VᵀV (``grams`` read as [batch, 1, NB, NB]: one part per matrix)."""
     b = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, NB)
@@ -149,10 +149,10 @@ def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j,
                          NB: tl.constexpr, SLICE: tl.constexpr, LAST: tl.constexpr):
     """Step j of a tall panel H[b, k0:, k0:k0+NB] whose rows are split in slices of SLICE rows over the
     programs (b, p) of one launch, read from ``src`` (the input in steps 0 and 1 of the first panel, else H
-    itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every
-    program sums all slices' folded sums of step j - 1 (d and m, written by the previous launch), derives the
-    same reflector from them and applies it to its own rows; then it writes its slice's folded sums for
-    reflector j or, in the LAST step (j == NB), its slice's part of the Gram matrix VᵀV (``grams[b, p]``).
+    itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every program sums all
+    slices' folded sums of step j - 1 (d and m, written by the previous launch), derives the same reflector from
+    them and applies it to its own rows; then it writes its slice's folded sums for reflector j or, in the LAST
+    step (j == NB), its slice's part of the Gram matrix VᵀV (``grams`` read as [batch, slices, NB, NB]).
     ``partials`` [batch, 2, slices, 2, NB] alternates between two halves by the parity of the step, so a launch
     never overwrites what it reads."""
     b = tl.program_id(0).to(tl.int64)
@@ -198,8 +198,8 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, n_grams,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
     """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
     Vᵀ C`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS] (``src`` is the
-    input in the first panel's update, else H itself).  Program
-    (b, 0, 0) also builds the panel's T from the parts of its Gram matrix and its taus."""
+    input in the first panel's update, else H itself).  Program (b, 0, 0) also builds the panel's T from its
+    taus and the n_grams parts of its Gram matrix (``grams`` read as [batch, n_grams, NB, NB])."""
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
     c = tl.program_id(2)
