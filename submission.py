@@ -8,10 +8,11 @@ panel and its update read A and write every entry of H; everything after works i
 Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` columns.  For the panel at column
 ``k0``:
   1. ``_factor_panel``: one program per matrix holds the panel ``H[k0:, k0:k0+NB]`` in registers and runs the
-     panel's reflectors one by one (each applied to the panel columns on its right), then stores the panel's
-     Gram matrix VᵀV.  A panel taller than MAX_REGISTER_PANEL_ROWS (few large matrices: too many rows for one
-     program) is split in row slices over several programs instead (``_reflect_split_panel``, one launch per
-     reflector; the slices' partial sums, and at the end their parts of VᵀV, meet in global memory).
+     panel's reflectors one by one (each applied to the panel columns on its right); it also stores the
+     strictly lower triangle of the panel's Gram matrix VᵀV, which the reflectors yield for free (below).
+     A panel taller than MAX_REGISTER_PANEL_ROWS (few large matrices: too many rows for one program) is split
+     in row slices over several programs instead (``_reflect_split_panel``, one launch per reflector; the
+     slices' partial sums meet in global memory).
   2. The update of the trailing columns C with the panel's compact WY form ``H_0 … H_{NB-1} = I - V T Vᵀ``
      (T upper triangular, built from VᵀV and the taus by ``_store_T``): ``C <- C - V (Tᵀ (Vᵀ C))``.
      ``_panel_products`` forms Vᵀ C and ``_panel_update`` the rest, each program on one tile of columns and
@@ -33,6 +34,8 @@ One reflector (``_reflector``), following the folded reductions of the design no
 ``beta = -sign(alpha) sqrt(alpha^2 + sigma)``, ``tau = (beta - alpha) / beta``, ``v[1:] = x[1:] / (alpha - beta)``
 and its action on column c is ``P[:, c] -= tau v w[c]`` with ``w[c] = vᵀ P[:, c] = d[c] + m[c] / (alpha - beta)``.
 A trivial reflector (``sigma == 0``) has ``tau = 0`` and leaves the column, diagonal included, as it is.
+For the earlier columns c < j, which hold the finished vectors v_c, the same sum is ``w[c] = v_cᵀ v_j``: row j of
+VᵀV comes with the reflector, and T needs no product of V with itself.
 """
 
 import torch
@@ -44,9 +47,16 @@ LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: n
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
 TRAILING_TILE_COLS = 64  # trailing columns per program of the update
-TRAILING_TILE_ROWS = 64  # rows per step of the update's passes over a tile
+TRAILING_TILE_ROWS = 64  # rows per step of the update's pass over a tile (the row chunks are multiples)
+PRODUCTS_TILE_ROWS = 32  # rows per step of the products' pass over a tile
 MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs per matrix
 SPLIT_PANEL_SLICE = 128  # rows per program of a split panel
+# Floats of a register panel per thread (which sets the program's warps): a program that has its multiprocessor
+# to itself (a latency-bound input, a split panel's slice) spreads the panel thin to shorten each step; one
+# that shares it with others (many matrices) holds more per thread, so each reduction crosses fewer warps.
+PANEL_FLOATS_PER_THREAD_ALONE = 32
+PANEL_FLOATS_PER_THREAD_SHARED = 128
+UPDATE_WARPS = 4  # warps per program of the update's two kernels
 UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
 
 
@@ -69,20 +79,25 @@ def _reflector(d, m, j, cols):
 
 
 @triton.jit
-def _fold_sums(P, rows, cols, j):
-    """The diagonal row ``d = P[j, :]`` and folded sums ``m[c] = sum_{r>j} P[r, j] P[r, c]`` of a block of
-    panel rows (``rows`` are the block's panel-row indices); partial sums when the block is part of the panel."""
-    x = tl.sum(tl.where(cols[None, :] == j, P, 0.0), axis=1)
+def _column(P, cols, j):
+    """Column j of a block of panel rows."""
+    return tl.sum(tl.where(cols[None, :] == j, P, 0.0), axis=1)
+
+
+@triton.jit
+def _fold_sums(P, x, rows, cols, j):
+    """The diagonal row ``d = P[j, :]`` and folded sums ``m[c] = sum_{r>j} x[r] P[r, c]`` of a block of panel
+    rows (``rows`` are the block's panel-row indices, ``x`` its column j); partial sums when the block is part
+    of the panel."""
     d = tl.sum(tl.where(rows[:, None] == j, P, 0.0), axis=0)
     m = tl.sum(tl.where(rows > j, x, 0.0)[:, None] * P, axis=0)
     return d, m
 
 
 @triton.jit
-def _reflect_rows(P, rows, cols, j, tau, scale, diagonal, w):
-    """Apply reflector j to a block of panel rows: column j becomes (diagonal, v[1:]), columns c > j lose
-    ``tau v w[c]``; columns c < j (earlier reflectors, R) are untouched."""
-    x = tl.sum(tl.where(cols[None, :] == j, P, 0.0), axis=1)
+def _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w):
+    """Apply reflector j to a block of panel rows (``x`` its column j): column j becomes (diagonal, v[1:]),
+    columns c > j lose ``tau v w[c]``; columns c < j (earlier reflectors, R) are untouched."""
     below = rows > j
     v = tl.where(below, x * scale, tl.where(rows == j, 1.0, 0.0))
     updated = P - tau * v[:, None] * tl.where(cols > j, w, 0.0)[None, :]
@@ -98,12 +113,12 @@ def _unit_lower(P, rows, cols, inside):
 
 
 @triton.jit
-def _store_T(T_out, b, gram, taus, cols, NB: tl.constexpr):
-    """T of the compact WY form, column by column: T[j, j] = tau_j, T[:j, j] = -tau_j T[:j, :j] (VᵀV)[:j, j]."""
+def _store_T(T_out, b, lower, taus, cols, NB: tl.constexpr):
+    """T of the compact WY form, column by column: T[j, j] = tau_j, T[:j, j] = -tau_j T[:j, :j] (VᵀV)[:j, j],
+    from ``lower``, the strictly lower triangle of VᵀV (row j holds (VᵀV)[j, :j])."""
     T = tl.zeros([NB, NB], dtype=tl.float32)
     for j in range(0, NB):
-        g = tl.sum(tl.where(cols[None, :] == j, gram, 0.0), axis=1)
-        g = tl.where(cols < j, g, 0.0)
+        g = tl.sum(tl.where(cols[:, None] == j, lower, 0.0), axis=0)
         tau_j = tl.sum(tl.where(cols == j, taus, 0.0), axis=0)
         t_col = -tau_j * tl.sum(T * g[None, :], axis=1)
         t_col = tl.where(cols == j, tau_j, tl.where(cols < j, t_col, 0.0))
@@ -112,19 +127,11 @@ def _store_T(T_out, b, gram, taus, cols, NB: tl.constexpr):
 
 
 @triton.jit
-def _store_gram(gram_out, P, rows, cols, inside, NB: tl.constexpr):
-    """The Gram matrix VᵀV of a block of factored panel rows (a partial sum when the block is part of the panel)."""
-    V = _unit_lower(P, rows, cols, inside)
-    gram = tl.dot(tl.trans(V), V, input_precision="ieee")
-    tl.store(gram_out + cols[:, None] * NB + cols[None, :], gram)
-
-
-@triton.jit
 def _factor_panel(src, H, tau_out, grams, n, k0,
                   ROWS: tl.constexpr, NB: tl.constexpr, WRITE_GRAM: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
     rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_GRAM, its
-    Gram matrix VᵀV (``grams`` read as [batch, 1, NB, NB]: one part per matrix)."""
+    Gram matrix VᵀV's strictly lower triangle (``grams`` [batch, NB, NB]; see ``_reflector``)."""
     b = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, NB)
@@ -133,26 +140,29 @@ def _factor_panel(src, H, tau_out, grams, n, k0,
     offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
     P = tl.load(src + offsets, mask=inside, other=0.0)
     taus = tl.zeros([NB], dtype=tl.float32)
+    lower = tl.zeros([NB, NB], dtype=tl.float32)
     for j in range(0, n_cols):
-        d, m = _fold_sums(P, rows, cols, j)
+        x = _column(P, cols, j)
+        d, m = _fold_sums(P, x, rows, cols, j)
         tau, scale, diagonal, w = _reflector(d, m, j, cols)
-        P = _reflect_rows(P, rows, cols, j, tau, scale, diagonal, w)
+        P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
         taus = tl.where(cols == j, tau, taus)
+        if WRITE_GRAM:
+            lower = tl.where(cols[:, None] == j, tl.where(cols < j, w, 0.0)[None, :], lower)
     tl.store(H + offsets, P, mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_GRAM:
-        _store_gram(grams + b * NB * NB, P, rows, cols, inside, NB)
+        tl.store(grams + b * NB * NB + cols[:, None] * NB + cols[None, :], lower)
 
 
 @triton.jit
-def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j,
-                         NB: tl.constexpr, SLICE: tl.constexpr, LAST: tl.constexpr):
+def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j, NB: tl.constexpr, SLICE: tl.constexpr):
     """Step j of a tall panel H[b, k0:, k0:k0+NB] whose rows are split in slices of SLICE rows over the
     programs (b, p) of one launch, read from ``src`` (the input in steps 0 and 1 of the first panel, else H
     itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every program sums all
     slices' folded sums of step j - 1 (d and m, written by the previous launch), derives the same reflector from
-    them and applies it to its own rows; then it writes its slice's folded sums for reflector j or, in the LAST
-    step (j == NB), its slice's part of the Gram matrix VᵀV (``grams`` read as [batch, slices, NB, NB]).
+    them and applies it to its own rows (program 0 writes its tau and its row of VᵀV's strictly lower triangle
+    to ``grams`` [batch, NB, NB]); then, unless j == NB, it writes its slice's folded sums for reflector j.
     ``partials`` [batch, 2, slices, 2, NB] alternates between two halves by the parity of the step, so a launch
     never overwrites what it reads."""
     b = tl.program_id(0).to(tl.int64)
@@ -172,14 +182,13 @@ def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j,
             d += tl.load(previous + q * 2 * NB + cols)
             m += tl.load(previous + q * 2 * NB + NB + cols)
         tau, scale, diagonal, w = _reflector(d, m, j - 1, cols)
-        P = _reflect_rows(P, rows, cols, j - 1, tau, scale, diagonal, w)
+        P = _reflect_rows(P, _column(P, cols, j - 1), rows, cols, j - 1, tau, scale, diagonal, w)
         tl.store(H + offsets, P, mask=inside)
         if p == 0:
             tl.store(tau_out + b * n + k0 + j - 1, tau)
-    if LAST:
-        _store_gram(grams + (b * n_slices + p) * NB * NB, P, rows, cols, inside, NB)
-    else:
-        d_part, m_part = _fold_sums(P, rows, cols, j)
+            tl.store(grams + (b * NB + j - 1) * NB + cols, tl.where(cols < j - 1, w, 0.0))
+    if j < NB:
+        d_part, m_part = _fold_sums(P, _column(P, cols, j), rows, cols, j)
         current = slot + (j % 2) * n_slices * 2 * NB + p * 2 * NB
         tl.store(current + cols, d_part)
         tl.store(current + NB + cols, m_part)
@@ -194,21 +203,25 @@ def _load_V(base, n, k0, rr, vc, row_end):
 
 
 @triton.jit
-def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, n_grams,
+def _update_program(tiles, chunks):
+    """(matrix b, column tile t, row chunk c) of an update program.  The tile is the fastest-varying index, so
+    the programs that run together are mostly the tiles of a few matrices, which read the same V (from L2)."""
+    pid = tl.program_id(0)
+    return (pid // (tiles * chunks)).to(tl.int64), pid % tiles, (pid // tiles) % chunks
+
+
+@triton.jit
+def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
     """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
     Vᵀ C`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS] (``src`` is the
     input in the first panel's update, else H itself).  Program (b, 0, 0) also builds the panel's T from its
-    taus and the n_grams parts of its Gram matrix (``grams`` read as [batch, n_grams, NB, NB])."""
-    b = tl.program_id(0).to(tl.int64)
-    t = tl.program_id(1)
-    c = tl.program_id(2)
+    taus and the strictly lower triangle of its Gram matrix VᵀV (``grams`` [batch, NB, NB])."""
+    b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     if (t == 0) & (c == 0):
-        gram = tl.zeros([NB, NB], dtype=tl.float32)
-        for g in range(0, n_grams):
-            gram += tl.load(grams + ((b * n_grams + g) * NB + vc[:, None]) * NB + vc[None, :])
-        _store_T(T_out, b, gram, tl.load(tau_in + b * n + k0 + vc), vc, NB)
+        lower = tl.load(grams + (b * NB + vc[:, None]) * NB + vc[None, :])
+        _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + vc), vc, NB)
     base = H + b * n * n
     tc = k0 + NB + t * TILE_COLS + tl.arange(0, TILE_COLS)
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
@@ -219,20 +232,16 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, n_grams,
         C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
         W += tl.dot(tl.trans(V), C, input_precision="tf32x3")
-    tiles, chunks = tl.num_programs(1), tl.num_programs(2)
     ti = tl.arange(0, TILE_COLS)
     tl.store(W_parts + (((b * tiles + t) * chunks + c) * NB + vc[:, None]) * TILE_COLS + ti[None, :], W)
 
 
 @triton.jit
-def _panel_update(src, H, T_in, W_parts, n, k0,
+def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
                   NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
     """Second half: program (b, t, c) sums W = Vᵀ C over the chunks, and updates its chunk of the tile:
     H <- C - V (Tᵀ W) with C read from ``src``."""
-    b = tl.program_id(0).to(tl.int64)
-    t = tl.program_id(1)
-    c = tl.program_id(2)
-    tiles, chunks = tl.num_programs(1), tl.num_programs(2)
+    b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     ti = tl.arange(0, TILE_COLS)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
@@ -253,9 +262,9 @@ def _panel_update(src, H, T_in, W_parts, n, k0,
         tl.store(H + c_offsets, C, mask=c_ok)
 
 
-def _panel_warps(rows: int, width: int) -> int:
-    """Warps for a register tile of rows x width floats: about 32 floats per thread, 1 to 8 warps."""
-    return max(1, min(8, rows * width // (32 * 32)))
+def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_ALONE) -> int:
+    """Warps for a register tile of rows x width floats: about floats_per_thread per thread, 1 to 8 warps."""
+    return max(1, min(8, rows * width // (32 * floats_per_thread)))
 
 
 def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
@@ -283,10 +292,11 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
+    floats_per_thread = PANEL_FLOATS_PER_THREAD_ALONE if _latency_bound(A) else PANEL_FLOATS_PER_THREAD_SHARED
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
     max_slices = triton.cdiv(n, slice_rows)
     T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
-    grams = torch.empty((batch, max_slices, panel_width, panel_width), dtype=torch.float32, device=dev)
+    grams = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
     partials = torch.empty((batch, 2, max_slices, 2, panel_width), dtype=torch.float32, device=dev)
     # An update has tiles x chunks <= max(tiles, update_programs // batch) programs per matrix (chunks > 1 only
     # while tiles x chunks stays within update_programs // batch), each with a [NB, TILE_COLS] part of Vᵀ C.
@@ -302,22 +312,21 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
             for j in range(panel_width + 1):
                 _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
                     src if j <= 1 else H, H, tau, partials, grams, n, k0, j, NB=panel_width, SLICE=slice_rows,
-                    LAST=j == panel_width, num_warps=_panel_warps(slice_rows, panel_width))
-            gram_parts = slices
+                    num_warps=_panel_warps(slice_rows, panel_width))
         else:
             _factor_panel[(batch,)](src, H, tau, grams, n, k0, ROWS=rows, NB=panel_width, WRITE_GRAM=has_trailing,
-                                    num_warps=_panel_warps(rows, panel_width))
-            gram_parts = 1
+                                    num_warps=_panel_warps(rows, panel_width, floats_per_thread))
         if has_trailing:
             tiles = triton.cdiv(n - k0 - panel_width, TRAILING_TILE_COLS)
             chunks = _update_chunks(n - k0, batch * tiles, update_programs)
             chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
             chunks = triton.cdiv(n - k0, chunk_rows)
-            grid = (batch, tiles, chunks)
+            grid = (tiles * chunks * batch,)
             shape = dict(NB=panel_width, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS,
-                         CHUNK_ROWS=chunk_rows, num_warps=4)
-            _panel_products[grid](src, H, tau, grams, T, W_parts, n, k0, gram_parts, **shape)
-            _panel_update[grid](src, H, T, W_parts, n, k0, **shape)
+                         CHUNK_ROWS=chunk_rows, num_warps=UPDATE_WARPS)
+            _panel_products[grid](src, H, tau, grams, T, W_parts, n, k0, tiles, chunks,
+                                  **{**shape, "TILE_ROWS": PRODUCTS_TILE_ROWS})
+            _panel_update[grid](src, H, T, W_parts, n, k0, tiles, chunks, **shape)
 
 
 def _update_programs(device: torch.device) -> int:
