@@ -211,6 +211,13 @@ def _update_program(tiles, chunks):
 
 
 @triton.jit
+def _W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB: tl.constexpr, TILE_COLS: tl.constexpr):
+    """Addresses of the [NB, TILE_COLS] part of Vᵀ C that row chunk c of tile t of matrix b contributes
+    (``W_parts`` read as [batch, tiles, chunks, NB, TILE_COLS])."""
+    return W_parts + (((b * tiles + t) * chunks + c) * NB + vc[:, None]) * TILE_COLS + ti[None, :]
+
+
+@triton.jit
 def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
     """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
@@ -233,7 +240,7 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
         W += tl.dot(tl.trans(V), C, input_precision="tf32x3")
     ti = tl.arange(0, TILE_COLS)
-    tl.store(W_parts + (((b * tiles + t) * chunks + c) * NB + vc[:, None]) * TILE_COLS + ti[None, :], W)
+    tl.store(_W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB, TILE_COLS), W)
 
 
 @triton.jit
@@ -246,7 +253,7 @@ def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
     ti = tl.arange(0, TILE_COLS)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for q in range(0, chunks):
-        W += tl.load(W_parts + (((b * tiles + t) * chunks + q) * NB + vc[:, None]) * TILE_COLS + ti[None, :])
+        W += tl.load(_W_part(W_parts, b, t, q, tiles, chunks, vc, ti, NB, TILE_COLS))
     T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
     Z = tl.dot(tl.trans(T), W, input_precision="tf32x3")
     base = H + b * n * n
