@@ -12,12 +12,14 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      strictly lower triangle of the panel's Gram matrix VᵀV, which the reflectors yield for free (below).
      A panel taller than MAX_REGISTER_PANEL_ROWS (few large matrices: too many rows for one program) is split
      in row slices over several programs instead (``_reflect_split_panel``, one launch per reflector; the
-     slices' partial sums meet in global memory).
+     slices add their partial sums atomically into one buffer in global memory).
   2. The update of the trailing columns C with the panel's compact WY form ``H_0 … H_{NB-1} = I - V T Vᵀ``
      (T upper triangular, built from VᵀV and the taus by ``_store_T``): ``C <- C - V (Tᵀ (Vᵀ C))``.
      ``_panel_products`` forms Vᵀ C and ``_panel_update`` the rest, each program on one tile of columns and
      one chunk of its rows; the rows are cut in chunks only as far as needed to give the GPU enough programs
-     (few large matrices), and the chunks' parts of Vᵀ C meet in global memory.  The products run on tensor
+     (few large matrices), and the chunks' parts of Vᵀ C meet in global memory.  A large input's products
+     take tiles of PRODUCTS_TILE_COLS columns (V is read once per tile: fewer, wider tiles read it less often),
+     each update program the TRAILING_TILE_COLS of them it updates.  The products run on tensor
      cores in error-compensated tf32 (each float32 operand split into a tf32 high and a tf32 low part, the
      three significant cross products summed), which keeps float32 accuracy on ill-conditioned input.
 A small matrix (n <= SMALL_N_MAX) is a single panel as wide as the matrix: one program does the whole QR.
@@ -26,7 +28,9 @@ reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per r
 passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
 Where the launches rather than the kernels set the time (a small input, or split panels with a launch per
 reflector), the launch chain of a (batch, n, device) is captured once as a CUDA graph and replayed
-(``_GraphedQR``).
+(``_GraphedQR``).  On Hopper and newer every kernel is a programmatic dependent launch: it starts while its
+predecessor finishes and waits for it (``_follow``) before touching memory, which hides most of the launch
+latency of a chain of short kernels.
 
 One reflector (``_reflector``), following the folded reductions of the design note: with the column
 ``x = P[j:, j]`` of the current panel P, ``alpha = x[0]``, ``d[c] = P[j, c]`` (the diagonal row) and
@@ -46,11 +50,12 @@ SMALL_N_MAX = 32  # up to this n one program factors the whole matrix
 LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: narrow panels, a CUDA graph
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
-TRAILING_TILE_COLS = 64  # trailing columns per program of the update
+TRAILING_TILE_COLS = 64  # trailing columns per program of the update (and of a latency-bound input's products)
 TRAILING_TILE_ROWS = 64  # rows per step of the update's pass over a tile (the row chunks are multiples)
 PRODUCTS_TILE_ROWS = 32  # rows per step of the products' pass over a tile
+PRODUCTS_TILE_COLS = 128  # trailing columns per products program of a large input (a multiple of TRAILING_TILE_COLS)
 MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs per matrix
-SPLIT_PANEL_SLICE = 128  # rows per program of a split panel
+SPLIT_PANEL_SLICE = 64  # rows per program of a split panel
 # Floats of a register panel per thread (which sets the program's warps): a program that has its multiprocessor
 # to itself (a latency-bound input, a split panel's slice) spreads the panel thin to shorten each step; one
 # that shares it with others (many matrices) holds more per thread, so each reduction crosses fewer warps.
@@ -58,6 +63,15 @@ PANEL_FLOATS_PER_THREAD_ALONE = 32
 PANEL_FLOATS_PER_THREAD_SHARED = 128
 UPDATE_WARPS = 4  # warps per program of the update's two kernels
 UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
+
+
+@triton.jit
+def _follow(PDL: tl.constexpr):
+    """Programmatic dependent launch: wait until the previous kernel has finished and its writes are visible
+    (before any access to memory), then let the next kernel launch at once, to wait in turn."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
 
 
 @triton.jit
@@ -128,10 +142,11 @@ def _store_T(T_out, b, lower, taus, cols, NB: tl.constexpr):
 
 @triton.jit
 def _factor_panel(src, H, tau_out, grams, n, k0,
-                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_GRAM: tl.constexpr):
+                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_GRAM: tl.constexpr, PDL: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
     rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_GRAM, its
     Gram matrix VᵀV's strictly lower triangle (``grams`` [batch, NB, NB]; see ``_reflector``)."""
+    _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, NB)
@@ -156,31 +171,32 @@ def _factor_panel(src, H, tau_out, grams, n, k0,
 
 
 @triton.jit
-def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j, NB: tl.constexpr, SLICE: tl.constexpr):
+def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.constexpr, SLICE: tl.constexpr,
+                         PDL: tl.constexpr):
     """Step j of a tall panel H[b, k0:, k0:k0+NB] whose rows are split in slices of SLICE rows over the
     programs (b, p) of one launch, read from ``src`` (the input in steps 0 and 1 of the first panel, else H
-    itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every program sums all
-    slices' folded sums of step j - 1 (d and m, written by the previous launch), derives the same reflector from
+    itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every program reads the
+    folded sums of step j - 1 (d and m, added up by the previous launch), derives the same reflector from
     them and applies it to its own rows (program 0 writes its tau and its row of VᵀV's strictly lower triangle
-    to ``grams`` [batch, NB, NB]); then, unless j == NB, it writes its slice's folded sums for reflector j.
-    ``partials`` [batch, 2, slices, 2, NB] alternates between two halves by the parity of the step, so a launch
-    never overwrites what it reads."""
+    to ``grams`` [batch, NB, NB]); then, unless j == NB, it adds its slice's folded sums for reflector j.
+    ``sums`` [batch, 3, 2, NB] rotates over three buffers by ``step`` (counted over every split launch of the
+    factorization): a launch reads buffer step - 1, adds into buffer step and clears buffer step + 1 (last read
+    by the launch before), which the next launch adds into; the buffers start cleared."""
+    _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
-    n_slices = tl.num_programs(1)
     rows = p * SLICE + tl.arange(0, SLICE)
     cols = tl.arange(0, NB)
     inside = (rows[:, None] < n - k0) & (cols[None, :] < NB)
     offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
     P = tl.load(src + offsets, mask=inside, other=0.0)
-    slot = partials + b * 2 * n_slices * 2 * NB
+    slot = sums + b * 3 * 2 * NB
+    if p == 0:
+        tl.store(slot + ((step + 1) % 3) * 2 * NB + tl.arange(0, 2 * NB), tl.zeros([2 * NB], dtype=tl.float32))
     if j > 0:
-        previous = slot + ((j - 1) % 2) * n_slices * 2 * NB
-        d = tl.zeros([NB], dtype=tl.float32)
-        m = tl.zeros([NB], dtype=tl.float32)
-        for q in range(0, n_slices):
-            d += tl.load(previous + q * 2 * NB + cols)
-            m += tl.load(previous + q * 2 * NB + NB + cols)
+        previous = slot + ((step + 2) % 3) * 2 * NB
+        d = tl.load(previous + cols)
+        m = tl.load(previous + NB + cols)
         tau, scale, diagonal, w = _reflector(d, m, j - 1, cols)
         P = _reflect_rows(P, _column(P, cols, j - 1), rows, cols, j - 1, tau, scale, diagonal, w)
         tl.store(H + offsets, P, mask=inside)
@@ -189,9 +205,9 @@ def _reflect_split_panel(src, H, tau_out, partials, grams, n, k0, j, NB: tl.cons
             tl.store(grams + (b * NB + j - 1) * NB + cols, tl.where(cols < j - 1, w, 0.0))
     if j < NB:
         d_part, m_part = _fold_sums(P, _column(P, cols, j), rows, cols, j)
-        current = slot + (j % 2) * n_slices * 2 * NB + p * 2 * NB
-        tl.store(current + cols, d_part)
-        tl.store(current + NB + cols, m_part)
+        current = slot + (step % 3) * 2 * NB
+        tl.atomic_add(current + cols, d_part, sem="relaxed")
+        tl.atomic_add(current + NB + cols, m_part, sem="relaxed")
 
 
 @triton.jit
@@ -219,11 +235,13 @@ def _W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB: tl.constexpr, TILE_COLS
 
 @triton.jit
 def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
-                    NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
+                    NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+                    PDL: tl.constexpr):
     """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
     Vᵀ C`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS] (``src`` is the
     input in the first panel's update, else H itself).  Program (b, 0, 0) also builds the panel's T from its
     taus and the strictly lower triangle of its Gram matrix VᵀV (``grams`` [batch, NB, NB])."""
+    _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     if (t == 0) & (c == 0):
@@ -245,15 +263,20 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
 
 @triton.jit
 def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
-                  NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr):
-    """Second half: program (b, t, c) sums W = Vᵀ C over the chunks, and updates its chunk of the tile:
-    H <- C - V (Tᵀ W) with C read from ``src``."""
+                  NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+                  PARTS_COLS: tl.constexpr, PDL: tl.constexpr):
+    """Second half: program (b, t, c) sums W = Vᵀ C over the chunks (its TILE_COLS columns of the products'
+    parts of PARTS_COLS columns), and updates its chunk of the tile: H <- C - V (Tᵀ W) with C read from ``src``."""
+    _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     ti = tl.arange(0, TILE_COLS)
+    per_part: tl.constexpr = PARTS_COLS // TILE_COLS
+    part_tiles = tl.cdiv(tiles, per_part)
+    part_cols = (t % per_part) * TILE_COLS + ti
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for q in range(0, chunks):
-        W += tl.load(_W_part(W_parts, b, t, q, tiles, chunks, vc, ti, NB, TILE_COLS))
+        W += tl.load(_W_part(W_parts, b, t // per_part, q, part_tiles, chunks, vc, part_cols, NB, PARTS_COLS))
     T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
     Z = tl.dot(tl.trans(T), W, input_precision="tf32x3")
     base = H + b * n * n
@@ -279,7 +302,7 @@ def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
     batch, n = A.shape[0], A.shape[-1]
     width = triton.next_power_of_2(n)
     _factor_panel[(batch,)](A, H, tau, tau, n, 0, ROWS=width, NB=width, WRITE_GRAM=False,
-                            num_warps=_panel_warps(width, width))
+                            num_warps=_panel_warps(width, width), **_dependent_launch(A.device))
 
 
 def _update_chunks(rows: int, programs: int, target: int) -> int:
@@ -289,26 +312,30 @@ def _update_chunks(rows: int, programs: int, target: int) -> int:
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int) -> None:
+                    update_programs: int, products_cols: int) -> None:
     """Blocked QR of A into H: per panel, factor it (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector), then
-    update the trailing columns with its compact WY form, the tiles' rows split in chunks until about
-    ``update_programs`` programs share the work.  The first panel and its update read A and write every
-    entry of H; everything after works in place in H."""
+    update the trailing columns with its compact WY form (Vᵀ C on tiles of products_cols columns), the tiles'
+    rows split in chunks until about ``update_programs`` programs share the work.  The first panel and its
+    update read A and write every entry of H; everything after works in place in H."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
+    pdl = _dependent_launch(dev)
     floats_per_thread = PANEL_FLOATS_PER_THREAD_ALONE if _latency_bound(A) else PANEL_FLOATS_PER_THREAD_SHARED
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
-    max_slices = triton.cdiv(n, slice_rows)
     T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
     grams = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
-    partials = torch.empty((batch, 2, max_slices, 2, panel_width), dtype=torch.float32, device=dev)
+    # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
+    splits = max(16, triton.next_power_of_2(n)) > max_register_rows
+    sums = torch.zeros((batch, 3, 2, panel_width) if splits else (1,), dtype=torch.float32, device=dev)
+    step = 0
     # An update has tiles x chunks <= max(tiles, update_programs // batch) programs per matrix (chunks > 1 only
-    # while tiles x chunks stays within update_programs // batch), each with a [NB, TILE_COLS] part of Vᵀ C.
+    # while tiles x chunks stays within update_programs // batch); a products program (as many or fewer) writes
+    # an [NB, products_cols] part of Vᵀ C.
     parts_per_matrix = max(triton.cdiv(n, TRAILING_TILE_COLS), update_programs // batch)
-    W_parts = torch.empty((batch * parts_per_matrix * panel_width * TRAILING_TILE_COLS,), dtype=torch.float32,
+    W_parts = torch.empty((batch * parts_per_matrix * panel_width * products_cols,), dtype=torch.float32,
                           device=dev)
     for k0 in range(0, n, panel_width):
         src = A if k0 == 0 else H
@@ -318,22 +345,33 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
             slices = triton.cdiv(n - k0, slice_rows)
             for j in range(panel_width + 1):
                 _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
-                    src if j <= 1 else H, H, tau, partials, grams, n, k0, j, NB=panel_width, SLICE=slice_rows,
-                    num_warps=_panel_warps(slice_rows, panel_width))
+                    src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=panel_width, SLICE=slice_rows,
+                    num_warps=_panel_warps(slice_rows, panel_width), **pdl)
+                step += 1
         else:
             _factor_panel[(batch,)](src, H, tau, grams, n, k0, ROWS=rows, NB=panel_width, WRITE_GRAM=has_trailing,
-                                    num_warps=_panel_warps(rows, panel_width, floats_per_thread))
+                                    num_warps=_panel_warps(rows, panel_width, floats_per_thread), **pdl)
         if has_trailing:
             tiles = triton.cdiv(n - k0 - panel_width, TRAILING_TILE_COLS)
             chunks = _update_chunks(n - k0, batch * tiles, update_programs)
             chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
             chunks = triton.cdiv(n - k0, chunk_rows)
-            grid = (tiles * chunks * batch,)
-            shape = dict(NB=panel_width, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS,
-                         CHUNK_ROWS=chunk_rows, num_warps=UPDATE_WARPS)
-            _panel_products[grid](src, H, tau, grams, T, W_parts, n, k0, tiles, chunks,
-                                  **{**shape, "TILE_ROWS": PRODUCTS_TILE_ROWS})
-            _panel_update[grid](src, H, T, W_parts, n, k0, tiles, chunks, **shape)
+            part_tiles = triton.cdiv(n - k0 - panel_width, products_cols)
+            _panel_products[(part_tiles * chunks * batch,)](
+                src, H, tau, grams, T, W_parts, n, k0, part_tiles, chunks, NB=panel_width,
+                TILE_COLS=products_cols, TILE_ROWS=PRODUCTS_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+                num_warps=UPDATE_WARPS, **pdl)
+            _panel_update[(tiles * chunks * batch,)](
+                src, H, T, W_parts, n, k0, tiles, chunks, NB=panel_width, TILE_COLS=TRAILING_TILE_COLS,
+                TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, PARTS_COLS=products_cols,
+                num_warps=UPDATE_WARPS, **pdl)
+
+
+def _dependent_launch(device: torch.device) -> dict:
+    """Launch options: programmatic dependent launch (Hopper and newer) lets each kernel of the chain start while
+    its predecessor finishes; every kernel waits for it (``_follow``) before touching memory."""
+    on = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+    return dict(PDL=on, launch_pdl=on)
 
 
 def _update_programs(device: torch.device) -> int:
@@ -354,8 +392,9 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
     if n <= SMALL_N_MAX:
         _factor_small(A, H, tau)
     else:
-        width = NARROW_PANEL_WIDTH if _latency_bound(A) else PANEL_WIDTH
-        _factor_blocked(A, H, tau, width, MAX_REGISTER_PANEL_ROWS, _update_programs(A.device))
+        small = _latency_bound(A)
+        _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
+                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS)
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -369,11 +408,14 @@ def _outputs(A: torch.Tensor):
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
-               update_programs: int | None = None):
+               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS):
     """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, and
     many update programs to split the update's rows)."""
+    if products_cols % TRAILING_TILE_COLS:
+        raise ValueError(f"products_cols {products_cols} is not a multiple of {TRAILING_TILE_COLS}")
     H, tau = _outputs(A)
-    _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device))
+    _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
+                    products_cols)
     return H, tau
 
 

@@ -67,9 +67,16 @@ def test_blocked_odd_n_with_split_panels(batch, n, case):
 @pytest.mark.parametrize("batch,n,case", [(1, 150, "dense"), (2, 130, "rowscale")])
 def test_update_rows_split_over_programs(batch, n, case):
     # 64 update programs for 1-2 matrices with one or two 64-column tiles: every tile's rows are cut in chunks
-    # (their partial V^T C summed by the second kernel); panels of 150 and 130 rows are split in slices too.
+    # (their partial V^T C summed by the second kernel, each update tile reading its half of a 128-column products
+    # tile's parts); panels of 150 and 130 rows are split in slices too.
     A = _input(batch, n, case, seed=9)
     _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64))
+
+
+def test_products_tiles_must_hold_whole_update_tiles():
+    A = _input(1, 40)
+    with pytest.raises(ValueError, match="products_cols 96 is not a multiple of 64"):
+        sub.qr_blocked(A, panel_width=16, products_cols=96)
 
 
 def test_default_blocked_path_with_one_column_last_panel():
