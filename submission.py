@@ -370,7 +370,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
 def _dependent_launch(device: torch.device) -> dict:
     """Launch options: programmatic dependent launch (Hopper and newer) lets each kernel of the chain start while
     its predecessor finishes; every kernel waits for it (``_follow``) before touching memory."""
-    on = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+    on = (device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+          and hasattr(tl.extra.cuda, "gdc_wait"))  # older Triton releases lack grid dependency control
     return dict(PDL=on, launch_pdl=on)
 
 
