@@ -265,12 +265,13 @@ _RUN_INSERT = sa.text(
 # A job a worker may take: queued, or claimed by a worker whose lease ran out (and attempts are left).
 _FREE = "(j.state = 'queued' OR (j.state = 'claimed' AND j.lease_until < :now AND j.attempts < :cap))"
 
-# Fair order: each user's oldest free job first, users taking turns (then oldest first).
+# Fair order: users take turns. A job's turn is its place among its user's unfinished jobs (those
+# running count), so a user with a job running waits behind one with none; ties go to the oldest.
 _PICK = sa.text(
-    "SELECT id, submission_id, attempts FROM (SELECT j.id, j.submission_id, j.attempts, "
-    "ROW_NUMBER() OVER (PARTITION BY s.user_id ORDER BY j.id) AS turn "
-    f"FROM jobs j JOIN submissions s ON s.id = j.submission_id WHERE {_FREE}) AS free "
-    "ORDER BY turn, id LIMIT 1")
+    "SELECT id, submission_id, attempts FROM (SELECT j.id, j.submission_id, j.attempts, j.state, "
+    "j.lease_until, ROW_NUMBER() OVER (PARTITION BY s.user_id ORDER BY j.id) AS turn "
+    "FROM jobs j JOIN submissions s ON s.id = j.submission_id WHERE j.state IN ('queued', 'claimed')) AS j "
+    f"WHERE {_FREE} ORDER BY turn, id LIMIT 1")
 
 
 class Database:
