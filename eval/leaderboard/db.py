@@ -176,7 +176,18 @@ def _lock_for_migration(conn: sa.Connection) -> None:
 
 def migrate(engine: sa.Engine) -> int:
     """Apply every migration not yet applied, in order, under the migration lock (another server
-    migrating at the same moment waits, then finds nothing left to do); returns the schema version."""
+    migrating at the same moment waits, then finds nothing left to do); returns the schema version.
+    SQLite may refuse a lock without waiting while a new file turns to WAL mode: then try again."""
+    for attempt in range(10):
+        try:
+            return _migrate_locked(engine)
+        except sa.exc.OperationalError as exc:
+            if engine.dialect.name != "sqlite" or "locked" not in str(exc) or attempt == 9:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+
+
+def _migrate_locked(engine: sa.Engine) -> int:
     dialect = engine.dialect.name
     with engine.begin() as conn:
         _lock_for_migration(conn)

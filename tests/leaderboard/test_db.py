@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 
 import sqlalchemy as sa
@@ -52,28 +51,6 @@ def test_tokens_are_stored_only_as_hashes(tmp_path):
     user = db.user_for_token(token)
     assert user.name == "alice" and user.is_admin
     assert db.user_for_token(token + "x") is None
-
-
-def test_two_claimers_never_take_the_same_job(tmp_path):
-    db = make_db(tmp_path)
-    alice = db.user_for_token(db.add_user("alice"))
-    board = add_board(db)
-    for n in range(30):
-        submit(db, alice, board, n)
-    taken: list[int] = []
-    lock = threading.Lock()
-
-    def drain(name):
-        while (job := db.claim_job(name)) is not None:
-            with lock:
-                taken.append(job.id)
-
-    threads = [threading.Thread(target=drain, args=(f"w{i}",)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(taken) == sorted(set(taken)) and len(taken) == 30
 
 
 def test_a_job_whose_lease_ran_out_is_given_out_again(tmp_path):
