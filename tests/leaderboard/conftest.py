@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import GEQRF_SUBMISSION, ROOT, SECRET_SEED, TINY_SPEC, ThreadServer, run_cli
+from .helpers import GEQRF_SUBMISSION, ROOT, TINY_SPEC, ThreadServer, run_cli, seed_board
 
 
 # The server packages are the leaderboard's own. A machine without them collects only the tests
@@ -82,17 +82,8 @@ def fresh_database(tmp_path) -> str:
 def board(tmp_path, project_files):
     """A fresh SQLite file with an admin, two users and leaderboard 'qr' (secret seed known to
     the tests), served on loopback by uvicorn in a thread."""
-    from eval.leaderboard.db import Database
-    from eval.specs import load_spec
-
     db = fresh_database(tmp_path)
-    database = Database(db)
-    tokens = {"admin": database.add_user("organiser", admin=True),
-              "alice": database.add_user("alice"), "bob": database.add_user("bob")}
-    spec = project_files["spec"]
-    database.create_leaderboard("qr", spec.name, spec.read_text(), load_spec(spec).sha256,
-                                secret_seed=SECRET_SEED)
-    database.close()
+    tokens = seed_board(db, project_files["spec"])
     state = {"server": ThreadServer(db).start(), "db": db, "tokens": tokens, "files": project_files,
              "tmp": tmp_path}
     yield state

@@ -142,6 +142,19 @@ class ThreadServer:
         return ApiClient(self.url, token)
 
 
+def seed_board(db: str | Path, spec: Path) -> dict[str, str]:
+    """Make an admin, alice, bob and leaderboard 'qr' (key from ``SECRET_SEED``); returns the tokens."""
+    from eval.leaderboard.db import Database
+    from eval.specs import load_spec
+
+    database = Database(str(db))
+    tokens = {"admin": database.add_user("organiser", admin=True),
+              "alice": database.add_user("alice"), "bob": database.add_user("bob")}
+    database.create_leaderboard("qr", spec.name, spec.read_text(), load_spec(spec).sha256, secret_seed=SECRET_SEED)
+    database.close()
+    return tokens
+
+
 def counts(db: str | Path) -> dict[str, int]:
     from eval.leaderboard.db import Database
 

@@ -21,8 +21,8 @@ import pytest
 from eval.leaderboard.client import ClientError
 from eval.specs import load_spec, mix_seed
 
-from .helpers import (GEQRF_SUBMISSION, SECRET_SEED, ServerProcess, counts, job_seed_of, run_cli, upload_body,
-                      variant)
+from .helpers import (GEQRF_SUBMISSION, LOOSE, SECRET_SEED, ServerProcess, counts, job_seed_of, run_cli,
+                      seed_board, upload_body, variant)
 from .test_end_to_end import chromium
 
 
@@ -30,19 +30,11 @@ from .test_end_to_end import chromium
 def served(tmp_path, project_files):
     """``served(options, lease_seconds)``: a SQLite file with an admin, alice, bob and leaderboard
     'qr', served by ``python -m eval serve`` with those options. Stopped after the test."""
-    from eval.leaderboard.db import Database
-
     started = []
 
-    def start(options=ServerProcess.__init__.__defaults__[1], lease_seconds: float = 600) -> dict:
+    def start(options=LOOSE, lease_seconds: float = 600) -> dict:
         db = tmp_path / f"lb{len(started)}.db"
-        database = Database(str(db))
-        tokens = {"admin": database.add_user("organiser", admin=True),
-                  "alice": database.add_user("alice"), "bob": database.add_user("bob")}
-        spec = project_files["spec"]
-        database.create_leaderboard("qr", spec.name, spec.read_text(), load_spec(spec).sha256,
-                                    secret_seed=SECRET_SEED)
-        database.close()
+        tokens = seed_board(db, project_files["spec"])
         server = ServerProcess(db, tmp_path / f"server{len(started)}.log", lease_seconds, options).start()
         started.append(server)
         return {"server": server, "db": db, "tokens": tokens, "files": project_files}
@@ -312,7 +304,7 @@ def test_attack_7_the_submission_cannot_kill_the_worker_nor_outlive_the_run(serv
 
 
 def test_attack_7_a_job_whose_workers_keep_dying_fails_after_the_attempt_cap(served, own_report):
-    lb = served(options=(*ServerProcess.__init__.__defaults__[1], "--max-attempts", "2"), lease_seconds=1)
+    lb = served(options=(*LOOSE, "--max-attempts", "2"), lease_seconds=1)
     upload_source(lb, GEQRF_SUBMISSION, own_report)
     admin = lb["server"].client(lb["tokens"]["admin"])
     for attempt in (1, 2):                        # each worker dies: it never answers
