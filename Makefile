@@ -30,8 +30,11 @@ setup:
 # `make eval`: the GPU machine has neither and cannot install them.
 setup-test: setup
 	@$(PYTHON) -c 'import pytest' 2>/dev/null || $(PIP) install pytest
-	@$(PYTHON) -c 'import fastapi, uvicorn, sqlalchemy' 2>/dev/null || \
-		$(PIP) install fastapi==0.165.0 uvicorn==0.55.0 sqlalchemy==2.1.9
+	@$(PYTHON) -c 'import fastapi, uvicorn, sqlalchemy, jinja2' 2>/dev/null || \
+		$(PIP) install fastapi==0.165.0 uvicorn==0.55.0 sqlalchemy==2.1.9 jinja2==3.1.6
+	@$(PYTHON) -c 'import psycopg' 2>/dev/null || $(PIP) install 'psycopg[binary]==3.3.9'
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
 	@command -v chromium >/dev/null 2>&1 || \
 		{ apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 

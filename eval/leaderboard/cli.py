@@ -26,7 +26,7 @@ def _need_packages(*names: str) -> None:
             importlib.import_module(name)
         except ImportError:
             raise click.ClickException(f"the leaderboard server needs {name}: "
-                                       f"pip install fastapi uvicorn sqlalchemy") from None
+                                       f"pip install -e '.[leaderboard]'") from None
 
 
 def _open_db(db: str):
@@ -46,17 +46,27 @@ def _open_db(db: str):
 @click.option("--db", default="leaderboard.db", show_default=True, help=DB_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--lease-seconds", default=7200.0, show_default=True, type=click.FloatRange(min=1),
-              help="A claimed job whose worker has not answered by then is given out again.")
+@click.option("--lease-seconds", default=600.0, show_default=True, type=click.FloatRange(min=1),
+              help="A claimed job whose worker sent no heartbeat for this long is given out again.")
+@click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(min=1),
+              help="After this many lost attempts a job fails ('worker lost') instead.")
+@click.option("--max-waiting", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Submissions one user may have queued or running at once.")
+@click.option("--rate", default=20.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="Requests a second one client address may make, on average.")
+@click.option("--burst", default=60.0, show_default=True, type=click.FloatRange(min=1),
+              help="Requests one client address may make at once.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-def serve(db, host, port, lease_seconds, log_level):
+def serve(db, host, port, lease_seconds, max_attempts, max_waiting, rate, burst, log_level):
     """Run the leaderboard server (JSON API under /api, web page at /)."""
-    _need_packages("fastapi", "uvicorn", "sqlalchemy")
+    _need_packages("fastapi", "uvicorn", "sqlalchemy", "jinja2")
+    from eval.leaderboard.server import Limits
     from eval.leaderboard.server import serve as run_server
 
     _open_db(db).close()    # migrate, and fail with one line on a bad database
-    run_server(db, host, port, lease_seconds=lease_seconds, log_level=log_level)
+    run_server(db, host, port, lease_seconds=lease_seconds, max_attempts=max_attempts, log_level=log_level,
+               limits=Limits(requests_per_second=rate, burst=burst, max_waiting=max_waiting))
 
 
 def _newest_report_for(submission: Path) -> Path:
@@ -99,9 +109,9 @@ def upload(submission, report, leaderboard, server, token):
                               "report": report.read_bytes().decode("utf-8", errors="replace")})["submission"]
     except ClientError as exc:
         raise click.ClickException(f"upload refused: {exc}") from None
+    state = "queued for verification" if answer["status"] == "queued" else "already uploaded (the same file)"
     click.echo(f"uploaded {submission} as submission #{answer['id']} (self-reported "
-               f"{answer['self_reported_seconds'] * 1e6:.1f} µs); queued for verification: "
-               f"{server.rstrip('/')}{answer['url']}")
+               f"{answer['self_reported_seconds'] * 1e6:.1f} µs); {state}: {server.rstrip('/')}{answer['url']}")
 
 
 @click.command()
@@ -114,15 +124,19 @@ def upload(submission, report, leaderboard, server, token):
 @click.option("--baseline", is_flag=True, help="Also time torch.geqrf, for the chart's reference bars.")
 @click.option("--once", is_flag=True, help="Handle at most one job, then exit.")
 @click.option("--poll-seconds", default=5.0, show_default=True, type=click.FloatRange(min=0.1))
-def worker(server, token, gpu, device, baseline, once, poll_seconds):
-    """Verify queued submissions with the secret seed, one at a time."""
+@click.option("--isolation", type=click.Choice(["namespaces", "session"]), default="namespaces", show_default=True,
+              help="How the evaluator is kept from the worker: its own PID and mount namespaces, or "
+                   "(weaker, where namespaces are unavailable) only a session and environment of its own.")
+def worker(server, token, gpu, device, baseline, once, poll_seconds, isolation):
+    """Verify queued submissions with a secret seed, one at a time."""
+    from eval.leaderboard.jail import JailError
     from eval.leaderboard.worker import default_gpu_name, work
 
     try:
         client = ApiClient(server, token)
         work(client, gpu=gpu or default_gpu_name(), once=once, poll_s=poll_seconds, device=device,
-             baseline=baseline, echo=click.echo)
-    except ClientError as exc:
+             baseline=baseline, isolation=isolation, echo=click.echo)
+    except (ClientError, JailError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("worker stopped")
@@ -155,10 +169,12 @@ def add_user(name, is_admin, db):
 @click.argument("name")
 @click.option("--spec", "spec_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--deadline", default=None, help="ISO 8601 time, e.g. 2026-12-31T23:59:00Z [default: none].")
-@click.option("--secret-seed", type=click.IntRange(min=0), default=None, help="[default: random]")
+@click.option("--secret-seed", type=click.IntRange(min=0), default=None,
+              help="Make the job seeds' key from this number (reproducible; only as secret as the number) "
+                   "[default: a random 256-bit key].")
 @click.option("--db", default="leaderboard.db", show_default=True, help=DB_HELP)
 def create_leaderboard(name, spec_path, deadline, secret_seed, db):
-    """Create a leaderboard for a spec file (its secret seed is never shown)."""
+    """Create a leaderboard for a spec file (its seed key is never shown)."""
     _need_packages("sqlalchemy")
     from eval.leaderboard.db import DbError, parse_deadline
     from eval.specs import SpecError, load_spec

@@ -1,40 +1,47 @@
-"""The leaderboard's HTML pages: plain HTML, a little CSS, charts as inline SVG, no JavaScript.
+"""The leaderboard's HTML pages: Jinja2 templates with autoescaping, a stylesheet, SVG charts.
 
-Every value from the database or a report goes through ``html.escape``. The reports handed here
-have already had their seeds removed (``verify.public_report``).
+Every value reaches a page through a template, which escapes it; numbers are formatted here from
+floats that ``publish`` validated (anything else shows as "-"). The pages have no script, and the
+server sends them with a Content-Security-Policy that would block one (``limits.CSP``).
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from html import escape
+from pathlib import Path
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: left; }
-th { background: #f0f0f0; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.note { color: #666; font-size: 0.9em; }
-.pass { color: #176117; } .fail { color: #a11; }
-pre { background: #f7f7f7; border: 1px solid #ddd; padding: 1em; overflow-x: auto; }
-"""
+import jinja2
+
+from eval.leaderboard.publish import case_label
+
+STYLESHEET = (Path(__file__).parent / "templates" / "leaderboard.css").read_text(encoding="utf-8")
+
+_env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                          autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                          lstrip_blocks=True)
 
 
-def format_time(seconds: float | None) -> str:
-    if seconds is None:
+def _finite(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def format_time(seconds) -> str:
+    seconds = _finite(seconds)
+    if seconds is None or not 0 <= seconds < 1e11:
         return "-"
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def format_score(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds * 1e6:,.1f} µs"
+def format_score(seconds) -> str:
+    seconds = _finite(seconds)
+    return "-" if seconds is None else f"{seconds * 1e6:,.1f} µs"
 
 
-def format_ns(ns: float | None) -> str:
+def format_ns(ns) -> str:
+    ns = _finite(ns)
     if ns is None:
         return "-"
     if ns >= 1e6:
@@ -42,69 +49,33 @@ def format_ns(ns: float | None) -> str:
     return f"{ns / 1e3:,.1f} µs"
 
 
-def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"
-            f"<p><a href=\"/\">All leaderboards</a></p>\n{body}\n</body></html>\n")
+def format_margin(value) -> str:
+    value = _finite(value)
+    return "-" if value is None else f"{value:.3g}"
+
+
+def format_count(value) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+_env.filters.update(time=format_time, score=format_score, ns=format_ns, margin=format_margin,
+                    count=format_count, case_label=case_label)
+
+
+def _render(template: str, **values) -> str:
+    return _env.get_template(template).render(**values)
 
 
 def not_found_page(message: str) -> str:
-    return _page("Not found", f"<h1>Not found</h1><p>{escape(message)}</p>")
-
-
-def ranking_table(board, ranking: list[dict]) -> str:
-    if not ranking:
-        return ("<p class=\"note\" id=\"ranking-" + escape(board.name) + "\">No verified entries yet: "
-                "a submission is ranked once a worker has re-run it with the secret seed.</p>")
-    rows = []
-    for entry in ranking:
-        rows.append(
-            f"<tr><td class=\"num\">{entry['rank']}</td><td>{escape(entry['user'])}</td>"
-            f"<td class=\"num\">{format_score(entry['score_seconds'])}</td>"
-            f"<td class=\"num\">{format_score(entry['self_reported_seconds'])} <span class=\"note\">"
-            f"(self-reported)</span></td>"
-            f"<td>{escape(entry['gpu'])}</td>"
-            f"<td><a href=\"/submissions/{entry['submission_id']}\">#{entry['submission_id']} "
-            f"{escape(entry['file_name'])}</a></td><td>{format_time(entry['submitted_at'])}</td></tr>")
-    return (f"<table class=\"ranking\" id=\"ranking-{escape(board.name)}\"><thead><tr><th>Rank</th>"
-            "<th>User</th><th>Verified score</th><th>Client's own score</th><th>Verified on</th>"
-            "<th>Submission</th><th>Submitted</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
-
-
-def submissions_table(recent: list[dict]) -> str:
-    if not recent:
-        return "<p class=\"note\">No submissions yet.</p>"
-    rows = "".join(
-        f"<tr><td><a href=\"/submissions/{s['id']}\">#{s['id']}</a></td><td>{escape(s['user'])}</td>"
-        f"<td>{escape(s['file_name'])}</td><td>{escape(s['status'])}</td>"
-        f"<td>{format_time(s['created_at'])}</td></tr>" for s in recent)
-    return ("<table class=\"submissions\"><thead><tr><th>Submission</th><th>User</th><th>File</th>"
-            "<th>Verification</th><th>Submitted</th></tr></thead><tbody>" + rows + "</tbody></table>")
-
-
-def _board_header(board) -> str:
-    deadline = format_time(board.deadline) if board.deadline is not None else "none"
-    return (f"<p class=\"note\">Spec {escape(board.spec_name)} (sha256 {escape(board.spec_sha256[:16])}…) · "
-            f"deadline {deadline} · score: geometric mean of the benchmark means, lower is better</p>")
+    return _render("not_found.html", message=message)
 
 
 def index_page(boards: list[tuple]) -> str:
-    parts = ["<h1>QR kernel leaderboards</h1>"]
-    if not boards:
-        parts.append("<p class=\"note\">No leaderboards yet.</p>")
-    for board, ranking, recent in boards:
-        parts.append(f"<h2><a href=\"/leaderboards/{escape(board.name)}\">{escape(board.name)}</a></h2>")
-        parts.append(_board_header(board))
-        parts.append(ranking_table(board, ranking))
-        parts.append("<h3>Latest submissions</h3>" + submissions_table(recent))
-    return _page("QR kernel leaderboards", "\n".join(parts))
+    return _render("index.html", boards=boards)
 
 
 def leaderboard_page(board, ranking: list[dict], recent: list[dict]) -> str:
-    body = (f"<h1>Leaderboard {escape(board.name)}</h1>{_board_header(board)}<h2>Ranking</h2>"
-            f"{ranking_table(board, ranking)}<h2>Submissions</h2>{submissions_table(recent)}")
-    return _page(f"Leaderboard {board.name}", body)
+    return _render("leaderboard.html", board=board, ranking=ranking, recent=recent)
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,142 +83,96 @@ def leaderboard_page(board, ranking: list[dict], recent: list[dict]) -> str:
 # --------------------------------------------------------------------------------------------
 
 SERIES_COLOURS = {"verified": "#2b6cb0", "self-reported": "#a0aec0", "reference (torch.geqrf)": "#dd6b20"}
+MIN_NS, MAX_NS = 1e-3, 1e13      # the range verify accepts; anything outside is not drawn
 
 
-def _case_label(spec: dict) -> str:
-    return f"{spec.get('batch')}×{spec.get('n')}, cond {spec.get('cond')}, {spec.get('case', 'dense')}"
+def _benchmarks(run) -> list[dict]:
+    return [c for c in (run["cases"] if run else []) if c["kind"] == "benchmark"]
 
 
 def chart_series(runs: list[dict]) -> tuple[list[str], dict[str, list[float | None]]]:
-    """Case labels and per-series mean times (ns) from a submission's runs."""
-    verified = next((r for r in reversed(runs) if r["secret"] and r["report"]), None)
-    own = next((r for r in runs if not r["secret"] and r["report"]), None)
+    """Case labels and per-series mean times (ns) from a submission's runs (their public cases)."""
+    verified = next((r for r in reversed(runs) if r["secret"] and _benchmarks(r)), None)
+    own = next((r for r in runs if not r["secret"] and _benchmarks(r)), None)
     base = verified or own
     if base is None:
         return [], {}
-    cases = base["report"].get("benchmarks") or []
-    labels = [_case_label(c.get("spec") or {}) for c in cases]
-    series: dict[str, list[float | None]] = {}
+    labels = [case_label(c) for c in _benchmarks(base)]
 
-    def means(run, key):
-        entries = (run["report"].get("benchmarks") or []) if run else []
-        values = []
+    def values(run, key):
+        entries = _benchmarks(run)
+        out = []
         for i in range(len(labels)):
-            entry = entries[i] if i < len(entries) else {}
-            value = (entry.get("stats") or {}).get("mean") if key == "mean" else entry.get(key)
-            values.append(value if isinstance(value, (int, float)) and value > 0 else None)
-        return values
+            value = _finite(entries[i][key]) if i < len(entries) else None
+            out.append(value if value is not None and MIN_NS <= value <= MAX_NS else None)
+        return out
+    series: dict[str, list[float | None]] = {}
     if verified:
-        series["verified"] = means(verified, "mean")
+        series["verified"] = values(verified, "mean_ns")
     if own:
-        series["self-reported"] = means(own, "mean")
+        series["self-reported"] = values(own, "mean_ns")
     for run in (verified, own):
-        reference = means(run, "baseline_mean")
-        if any(v is not None for v in reference):
-            series["reference (torch.geqrf)"] = reference
-            break
+        if run is not None:
+            reference = values(run, "baseline_ns")
+            if any(v is not None for v in reference):
+                series["reference (torch.geqrf)"] = reference
+                break
     return labels, series
 
 
-def times_chart(labels: list[str], series: dict[str, list[float | None]]) -> str:
+def chart_layout(labels: list[str], series: dict[str, list[float | None]]) -> dict | None:
+    """Every position and text of the chart, as numbers and strings for the template."""
     values = [v for vs in series.values() for v in vs if v is not None]
     if not labels or not values:
-        return "<p class=\"note\">No benchmark times to chart.</p>"
-    low = 10 ** math.floor(math.log10(min(values)))
-    high = 10 ** math.ceil(math.log10(max(values)))
+        return None
+    low = 10.0 ** math.floor(math.log10(min(values)))
+    high = 10.0 ** math.ceil(math.log10(max(values)))
     if high <= low:
         high = low * 10
-    label_w, plot_w, bar_h, gap = 230, 560, 12, 10
+    label_w, plot_w, bar_h, gap, top = 230, 560, 12, 10, 30
     group_h = bar_h * len(series) + gap
-    top = 30
-    height = top + group_h * len(labels) + 40
-    width = label_w + plot_w + 120
+    bottom = top + group_h * len(labels)
+    height = bottom + 40
 
     def x_of(ns: float) -> float:
         return label_w + plot_w * (math.log10(ns) - math.log10(low)) / (math.log10(high) - math.log10(low))
 
-    parts = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" "
-             f"role=\"img\" aria-label=\"mean time per benchmark case\" class=\"times-chart\" "
-             f"font-family=\"sans-serif\" font-size=\"11\">"]
+    ticks = []
     decade = low
     while decade <= high * 1.0001:
-        x = x_of(decade)
-        parts.append(f"<line x1=\"{x:.1f}\" y1=\"{top - 5}\" x2=\"{x:.1f}\" y2=\"{top + group_h * len(labels)}\" "
-                     f"stroke=\"#ddd\"/><text x=\"{x:.1f}\" y=\"{top + group_h * len(labels) + 14}\" "
-                     f"text-anchor=\"middle\">{escape(format_ns(decade))}</text>")
+        ticks.append({"x": round(x_of(decade), 1), "text": format_ns(decade)})
         decade *= 10
+    groups = []
     for i, label in enumerate(labels):
         y0 = top + i * group_h
-        parts.append(f"<text x=\"{label_w - 8}\" y=\"{y0 + bar_h * len(series) / 2 + 4:.1f}\" "
-                     f"text-anchor=\"end\">{escape(label)}</text>")
+        bars = []
         for j, (name, vs) in enumerate(series.items()):
-            value = vs[i]
-            if value is None:
+            if vs[i] is None:
                 continue
-            y = y0 + j * bar_h
-            w = max(1.0, x_of(value) - label_w)
-            parts.append(f"<rect class=\"bar\" x=\"{label_w}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h - 2}\" "
-                         f"fill=\"{SERIES_COLOURS[name]}\"><title>{escape(name)}: {escape(format_ns(value))}"
-                         f"</title></rect><text x=\"{label_w + w + 4:.1f}\" y=\"{y + bar_h - 3}\">"
-                         f"{escape(format_ns(value))}</text>")
-    for j, name in enumerate(series):
-        x = label_w + j * 190
-        parts.append(f"<rect x=\"{x}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{SERIES_COLOURS[name]}\"/>"
-                     f"<text x=\"{x + 16}\" y=\"16\">{escape(name)}</text>")
-    parts.append(f"<text x=\"{label_w + plot_w / 2}\" y=\"{height - 6}\" text-anchor=\"middle\">"
-                 f"mean time per call (log scale)</text></svg>")
-    return "".join(parts)
+            width = max(1.0, x_of(vs[i]) - label_w)
+            bars.append({"name": name, "colour": SERIES_COLOURS[name], "y": y0 + j * bar_h,
+                         "width": round(width, 1), "text": format_ns(vs[i]),
+                         "text_x": round(label_w + width + 4, 1)})
+        groups.append({"label": label, "label_y": round(y0 + bar_h * len(series) / 2 + 4, 1), "bars": bars})
+    legend = [{"name": name, "colour": SERIES_COLOURS[name], "x": label_w + j * 190} for j, name in enumerate(series)]
+    return {"width": label_w + plot_w + 120, "height": height, "top": top, "bottom": bottom,
+            "label_w": label_w, "plot_w": plot_w, "bar_h": bar_h, "ticks": ticks, "groups": groups,
+            "legend": legend}
 
 
-def _runs_table(runs: list[dict]) -> str:
-    rows = []
-    for run in runs:
-        kind = "worker-verified (secret seed)" if run["secret"] else "self-reported by the uploader"
-        verdict = "<span class=\"pass\">passed</span>" if run["passed"] else "<span class=\"fail\">failed</span>"
-        rows.append(f"<tr><td>{run['id']}</td><td>{kind}</td><td>{escape(run['runner'])}</td>"
-                    f"<td>{escape(run['gpu'])}</td><td>{verdict}</td>"
-                    f"<td class=\"num\">{format_score(run['score_seconds'])}</td>"
-                    f"<td>{escape(run['message'])}</td><td>{format_time(run['created_at'])}</td></tr>")
-    return ("<table class=\"runs\"><thead><tr><th>Run</th><th>Kind</th><th>Runner</th><th>GPU</th>"
-            "<th>Result</th><th>Score</th><th>Message</th><th>Time</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
-
-
-def _cases_table(run: dict) -> str:
-    rows = []
-    for entry in (run["report"] or {}).get("benchmarks") or []:
-        stats = entry.get("stats") or {}
-        rows.append(f"<tr><td>{escape(_case_label(entry.get('spec') or {}))}</td>"
-                    f"<td>{escape(str(entry.get('status')))}</td>"
-                    f"<td class=\"num\">{format_ns(stats.get('mean'))}</td>"
-                    f"<td class=\"num\">{format_ns(stats.get('err'))}</td>"
-                    f"<td class=\"num\">{format_ns(stats.get('best'))}</td>"
-                    f"<td class=\"num\">{stats.get('runs', '-')}</td></tr>")
-    if not rows:
-        return ""
-    return ("<table class=\"cases\"><thead><tr><th>Case</th><th>Status</th><th>Mean</th><th>± err</th>"
-            "<th>Best</th><th>Runs</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+def times_chart(labels: list[str], series: dict[str, list[float | None]]) -> str:
+    return _render("chart.html", chart=chart_layout(labels, series))
 
 
 def submission_page(sub: dict) -> str:
     runs = sub["runs"]
     verified = next((r for r in reversed(runs) if r["secret"]), None)
     if verified is None:
-        state = "waiting for a worker to verify it with the secret seed"
+        state = "waiting for a worker to verify it with a secret seed"
     elif verified["passed"]:
         state = f"verified: {format_score(verified['score_seconds'])}"
     else:
         state = "verification failed: not ranked"
     labels, series = chart_series(runs)
-    shown = verified if verified and verified["report"] else next((r for r in runs if r["report"]), None)
-    body = [f"<h1>Submission #{sub['id']}: {escape(sub['file_name'])}</h1>",
-            f"<p>by <b>{escape(sub['user'])}</b> on <a href=\"/leaderboards/{escape(sub['leaderboard'])}\">"
-            f"{escape(sub['leaderboard'])}</a> at {format_time(sub['created_at'])} · sha256 "
-            f"<code>{escape(sub['sha256'][:16])}…</code> · <b class=\"state\">{escape(state)}</b></p>",
-            "<h2>Runs</h2>", _runs_table(runs),
-            "<h2>Per-case times</h2>", times_chart(labels, series)]
-    if shown is not None:
-        kind = "worker-verified run" if shown["secret"] else "self-reported run"
-        body.append(f"<p class=\"note\">Table: the {kind}.</p>" + _cases_table(shown))
-    body.append(f"<h2>Source</h2><pre><code>{escape(sub['source'])}</code></pre>")
-    return _page(f"Submission #{sub['id']}", "\n".join(body))
+    shown = verified if verified and verified["cases"] else next((r for r in runs if r["cases"]), None)
+    return _render("submission.html", sub=sub, state=state, chart=chart_layout(labels, series), shown=shown)

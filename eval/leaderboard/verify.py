@@ -1,28 +1,45 @@
-"""Checking a JSON report against a leaderboard's spec, recomputing its score, hiding its seeds.
+"""Checking a JSON report against a leaderboard's spec and recomputing its score.
 
 The server never trusts a score it is sent: it checks that the report is for the leaderboard's
-spec (same sha256), that every test and benchmark case of the spec is there once and passed, and
-computes the geometric mean of the per-case means itself.
+spec (same sha256), that every test and benchmark case of the spec is there once and passed, that
+every value a page shows is a number in a sane range, and computes the geometric mean of the
+per-case means itself. What is published of a report is built by ``publish``, never the report.
 """
 
 from __future__ import annotations
 
+import json
 import math
-import re
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 from eval.score import score_seconds
-from eval.specs import Spec, SpecError, load_spec, mix_seed
+from eval.specs import Spec, SpecError, load_spec
 
 MAX_SOURCE_BYTES = 1 << 20       # 1 MiB
 MAX_REPORT_BYTES = 4 << 20       # 4 MiB
 ACCEPTED_MODES = ("leaderboard", "benchmark")
+MEAN_RANGE_NS = (1e-3, 1e13)     # a per-call mean outside this is not a measurement
+MAX_NAME_CHARS = 128
 
 
 class ReportError(ValueError):
     """A report that cannot be accepted; the message says what is wrong, in one line."""
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_json(text: str, what: str):
+    """Strict JSON: NaN and Infinity are refused, and so is nesting too deep for the parser."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ReportError(f"{what} is nested too deeply") from None
+    except ValueError as exc:
+        raise ReportError(f"{what} is not valid JSON: {exc}") from None
 
 
 def spec_from_text(spec_name: str, spec_text: str) -> Spec:
@@ -105,41 +122,47 @@ def check_report(report, spec: Spec, *, expected_seed: int | None = None,
         spec = spec.reseeded(seed)
     _check_cases(report.get("tests"), spec.tests, "tests")
     _check_cases(report.get("benchmarks"), spec.benchmarks, "benchmarks")
-    means = []
-    for i, entry in enumerate(report["benchmarks"]):
-        stats = entry.get("stats")
-        mean = stats.get("mean") if isinstance(stats, dict) else None
-        if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or mean <= 0:
-            raise ReportError(f"report: benchmarks[{i}]: stats.mean must be a positive number of ns")
-        means.append(float(mean))
+    _check_shown_values(report)
+    means = [float(entry["stats"]["mean"]) for entry in report["benchmarks"]]
     if not means:
         raise ReportError("report: no benchmark ran, so there is no score")
     return score_seconds(means)
 
 
-# --------------------------------------------------------------------------------------------
-# What may be shown: never the secret seed, nor a case seed derived from it.
-# --------------------------------------------------------------------------------------------
-
-def secret_numbers(spec: Spec, secret_seed: int) -> set[str]:
-    """The secret seed and every case seed mixed from it, as text."""
-    numbers = {str(secret_seed)}
-    for case in spec.tests + spec.benchmarks:
-        numbers.add(str(mix_seed(case.seed, secret_seed)))
-    return numbers
+def _is_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def public_report(report, hidden: set[str] = frozenset()):
-    """A copy of a report without any ``seed`` field and with ``hidden`` numbers blanked in text."""
-    pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, hidden), key=len, reverse=True)) + r")\b") \
-        if hidden else None
-
-    def clean(value):
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if k != "seed"}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        if isinstance(value, str) and pattern is not None:
-            return pattern.sub("[secret]", value)
-        return value
-    return clean(report)
+def _check_shown_values(report: dict) -> None:
+    """Every value a page shows must be what it claims to be (numbers finite and in range)."""
+    device = report.get("device")
+    name = device.get("name") if isinstance(device, dict) else None
+    if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME_CHARS):
+        raise ReportError(f"report: device.name must be a string of at most {MAX_NAME_CHARS} characters")
+    for section in ("tests", "benchmarks"):
+        for i, entry in enumerate(report[section]):
+            where = f"report: {section}[{i}]"
+            for key in ("factor_margin", "orth_margin", "baseline_mean"):
+                if entry.get(key) is not None and not _is_number(entry[key]):
+                    raise ReportError(f"{where}: {key} must be a finite number or null")
+            if entry.get("baseline_mean") is not None and not \
+                    MEAN_RANGE_NS[0] <= entry["baseline_mean"] <= MEAN_RANGE_NS[1]:
+                raise ReportError(f"{where}: baseline_mean must be between {MEAN_RANGE_NS[0]:g} and "
+                                  f"{MEAN_RANGE_NS[1]:g} ns")
+            if section == "tests":
+                continue
+            stats = entry.get("stats")
+            if not isinstance(stats, dict):
+                raise ReportError(f"{where}: stats must be an object")
+            mean = stats.get("mean")
+            if not _is_number(mean) or not MEAN_RANGE_NS[0] <= mean <= MEAN_RANGE_NS[1]:
+                raise ReportError(f"{where}: stats.mean must be a positive number of ns between "
+                                  f"{MEAN_RANGE_NS[0]:g} and {MEAN_RANGE_NS[1]:g}")
+            for key in ("err", "best", "std", "worst"):
+                value = stats.get(key)
+                if value is not None and (not _is_number(value) or not 0 <= value <= MEAN_RANGE_NS[1]):
+                    raise ReportError(f"{where}: stats.{key} must be a number of ns between 0 and "
+                                      f"{MEAN_RANGE_NS[1]:g}, or null")
+            runs = stats.get("runs")
+            if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 10**9):
+                raise ReportError(f"{where}: stats.runs must be a whole number of runs (1 to 10^9)")

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import GEQRF_SUBMISSION, ROOT, SECRET_SEED, TINY_SPEC, ThreadServer, run_cli
+from .helpers import GEQRF_SUBMISSION, ROOT, TINY_SPEC, ThreadServer, run_cli, seed_board
 
 
 # The server packages are the leaderboard's own. A machine without them collects only the tests
 # that need none (test_verify.py); CI (CI=true) must have them, so there nothing is left out.
 def _missing_server_packages() -> list[str]:
     missing = []
-    for package in ("fastapi", "uvicorn", "sqlalchemy"):
+    for package in ("fastapi", "uvicorn", "sqlalchemy", "jinja2"):
         try:
             __import__(package)
         except ImportError:
@@ -28,7 +28,8 @@ def _missing_server_packages() -> list[str]:
 
 collect_ignore = []
 if _missing_server_packages() and not os.environ.get("CI"):
-    collect_ignore = ["test_api.py", "test_db.py", "test_pages.py", "test_end_to_end.py"]
+    collect_ignore = ["test_api.py", "test_db.py", "test_pages.py", "test_end_to_end.py", "test_attacks.py",
+                      "test_concurrency.py"]
 
 
 @pytest.fixture(scope="session")
@@ -55,20 +56,89 @@ def own_report(project_files) -> dict:
 
 
 @pytest.fixture(scope="session")
-def secret_report(project_files) -> dict:
-    """What a worker's evaluator makes with the secret seed (for tests that post results by hand)."""
-    path = project_files["folder"] / "secret.json"
-    run_cli("leaderboard", "--submission", project_files["submission"], "--specs", project_files["spec"],
-            "--json", path, "--device", "cpu", env={"POPCORN_SEED": str(SECRET_SEED)})
-    return json.loads(path.read_text())
+def seeded_report(project_files):
+    """``seeded_report(seed)``: what a worker's evaluator makes with that seed (for tests that post
+    results by hand), made once per seed by the real evaluator."""
+    made: dict[int, dict] = {}
+
+    def report(seed: int) -> dict:
+        if seed not in made:
+            path = project_files["folder"] / f"seeded-{seed}.json"
+            run_cli("leaderboard", "--submission", project_files["submission"], "--specs",
+                    project_files["spec"], "--json", path, "--device", "cpu", env={"POPCORN_SEED": str(seed)})
+            made[seed] = json.loads(path.read_text())
+        return made[seed]
+    return report
 
 
 def fresh_database(tmp_path) -> str:
     """A new SQLite file, or, with $LEADERBOARD_TEST_POSTGRES (e.g. postgresql+psycopg://user@host:port),
     a new database on that PostgreSQL server, so the same tests run against both."""
     server = os.environ.get("LEADERBOARD_TEST_POSTGRES")
-    if not server:
-        return str(tmp_path / "leaderboard.db")
+    return new_postgres_database(server) if server else str(tmp_path / "leaderboard.db")
+
+
+@pytest.fixture
+def board(tmp_path, project_files):
+    """A fresh SQLite file with an admin, two users and leaderboard 'qr' (secret seed known to
+    the tests), served on loopback by uvicorn in a thread."""
+    db = fresh_database(tmp_path)
+    tokens = seed_board(db, project_files["spec"])
+    state = {"server": ThreadServer(db).start(), "db": db, "tokens": tokens, "files": project_files,
+             "tmp": tmp_path}
+    yield state
+    state["server"].stop()          # a test may have swapped in another server on the same file
+
+
+def _postgres_bin(name: str) -> str | None:
+    import glob
+    import shutil
+
+    return shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))), None)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for this test session: initdb into a temp folder as an unprivileged
+    user (initdb refuses root), started on a free loopback port, stopped at the end. Yields a URL
+    prefix (``postgresql+psycopg://postgres@127.0.0.1:PORT``); add ``/DBNAME``."""
+    import pwd
+    import shutil
+    import tempfile
+
+    from .helpers import free_port
+
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        initdb = None
+    if initdb is None or pg_ctl is None:
+        message = "PostgreSQL binaries (initdb, pg_ctl) or psycopg are missing: make setup-test installs them"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    folder = Path(tempfile.mkdtemp(prefix="lb-postgres-"))     # pytest's own folders are root's, 0700
+    owner = pwd.getpwnam("nobody") if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+    os.chmod(folder, 0o700)
+    os.chown(folder, owner.pw_uid, owner.pw_gid)
+    as_owner = ["runuser", "-u", owner.pw_name, "--"] if os.geteuid() == 0 else []
+    data, port = folder / "data", free_port()
+    subprocess.run([*as_owner, initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                    "--no-sync"], check=True, capture_output=True, timeout=120)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    started = subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"),
+                              "-w", "-t", "60", "start"], capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr + (folder / "log").read_text()
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run([*as_owner, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def new_postgres_database(server: str) -> str:
     import uuid
 
     import sqlalchemy as sa
@@ -81,22 +151,9 @@ def fresh_database(tmp_path) -> str:
     return f"{server}/{name}"
 
 
-@pytest.fixture
-def board(tmp_path, project_files):
-    """A fresh SQLite file with an admin, two users and leaderboard 'qr' (secret seed known to
-    the tests), served on loopback by uvicorn in a thread."""
-    from eval.leaderboard.db import Database
-    from eval.specs import load_spec
-
-    db = fresh_database(tmp_path)
-    database = Database(db)
-    tokens = {"admin": database.add_user("organiser", admin=True),
-              "alice": database.add_user("alice"), "bob": database.add_user("bob")}
-    spec = project_files["spec"]
-    database.create_leaderboard("qr", spec.name, spec.read_text(), load_spec(spec).sha256,
-                                secret_seed=SECRET_SEED)
-    database.close()
-    state = {"server": ThreadServer(db).start(), "db": db, "tokens": tokens, "files": project_files,
-             "tmp": tmp_path}
-    yield state
-    state["server"].stop()          # a test may have swapped in another server on the same file
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    """A fresh database: a SQLite file, then a database on the session's real PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "leaderboard.db")
+    return new_postgres_database(request.getfixturevalue("postgres_server"))

@@ -57,11 +57,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Limits out of the way of tests that are not about them (the attack tests set their own).
+LOOSE = ("--max-waiting", "1000", "--rate", "1000", "--burst", "1000")
+
+
 class ServerProcess:
     """``python -m eval serve`` in a subprocess on a free loopback port."""
 
-    def __init__(self, db: str | Path, log: Path, lease_seconds: float = 600):
-        self.db, self.log, self.lease_seconds = db, log, lease_seconds
+    def __init__(self, db: str | Path, log: Path, lease_seconds: float = 600, options=LOOSE):
+        self.db, self.log, self.lease_seconds, self.options = db, log, lease_seconds, tuple(options)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
@@ -70,7 +74,7 @@ class ServerProcess:
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "eval", "serve", "--db", str(self.db), "--port", str(self.port),
-                 "--lease-seconds", str(self.lease_seconds), "--log-level", "debug"],
+                 "--lease-seconds", str(self.lease_seconds), "--log-level", "debug", *self.options],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -100,8 +104,8 @@ class ServerProcess:
 class ThreadServer:
     """The same app served by uvicorn in a thread of the test process: starts in a blink."""
 
-    def __init__(self, db: str | Path, lease_seconds: float = 600):
-        self.db, self.lease_seconds = db, lease_seconds
+    def __init__(self, db: str | Path, lease_seconds: float = 600, limits=None, max_attempts: int = 3):
+        self.db, self.lease_seconds, self.limits, self.max_attempts = db, lease_seconds, limits, max_attempts
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = None
@@ -111,10 +115,11 @@ class ThreadServer:
         import uvicorn
 
         from eval.leaderboard.db import Database
-        from eval.leaderboard.server import create_app
+        from eval.leaderboard.server import Limits, create_app
 
-        self.database = Database(str(self.db), lease_seconds=self.lease_seconds)
-        config = uvicorn.Config(create_app(self.database), host="127.0.0.1", port=self.port,
+        self.database = Database(str(self.db), lease_seconds=self.lease_seconds, max_attempts=self.max_attempts)
+        limits = self.limits or Limits(requests_per_second=1000, burst=1000, max_waiting=1000)
+        config = uvicorn.Config(create_app(self.database, limits), host="127.0.0.1", port=self.port,
                                 log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -137,6 +142,19 @@ class ThreadServer:
         return ApiClient(self.url, token)
 
 
+def seed_board(db: str | Path, spec: Path) -> dict[str, str]:
+    """Make an admin, alice, bob and leaderboard 'qr' (key from ``SECRET_SEED``); returns the tokens."""
+    from eval.leaderboard.db import Database
+    from eval.specs import load_spec
+
+    database = Database(str(db))
+    tokens = {"admin": database.add_user("organiser", admin=True),
+              "alice": database.add_user("alice"), "bob": database.add_user("bob")}
+    database.create_leaderboard("qr", spec.name, spec.read_text(), load_spec(spec).sha256, secret_seed=SECRET_SEED)
+    database.close()
+    return tokens
+
+
 def counts(db: str | Path) -> dict[str, int]:
     from eval.leaderboard.db import Database
 
@@ -148,6 +166,23 @@ def counts(db: str | Path) -> dict[str, int]:
 
 
 def upload_body(project_files, report: dict, *, source: str | None = None) -> dict:
-    return {"file_name": "submission.py",
-            "source": GEQRF_SUBMISSION if source is None else source,
-            "report": json.dumps(report)}
+    """An upload of ``source`` (default: the geqrf submission) with ``report``, its sha256 set to match."""
+    import copy
+    import hashlib
+
+    source = GEQRF_SUBMISSION if source is None else source
+    report = copy.deepcopy(report)
+    report.setdefault("submission", {})["sha256"] = hashlib.sha256(source.encode()).hexdigest()
+    return {"file_name": "submission.py", "source": source, "report": json.dumps(report)}
+
+
+def variant(i: int) -> str:
+    """The geqrf submission with a comment: another file, so not a repeat of an earlier upload."""
+    return GEQRF_SUBMISSION + f"# variant {i}\n"
+
+
+def job_seed_of(job_id: int, attempt: int = 1) -> int:
+    """The seed the server gives job ``job_id`` of a leaderboard made with ``SECRET_SEED``."""
+    from eval.leaderboard.seeds import job_seed, seed_key_from_number
+
+    return job_seed(seed_key_from_number(SECRET_SEED), job_id, attempt)

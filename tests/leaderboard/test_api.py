@@ -13,7 +13,8 @@ import pytest
 
 from eval.leaderboard.client import ClientError
 
-from .helpers import GEQRF_SUBMISSION, SECRET_SEED, ServerProcess, ThreadServer, counts, upload_body
+from .helpers import (GEQRF_SUBMISSION, SECRET_SEED, ServerProcess, ThreadServer, counts, job_seed_of, upload_body,
+                      variant)
 
 
 def raw_post(url: str, data: bytes, token: str | None) -> tuple[int, dict]:
@@ -140,7 +141,7 @@ def test_only_admins_create_leaderboards_and_specs_are_checked(board):
 
 def test_fifty_concurrent_uploads_are_all_stored_once(board, own_report):
     def one(i):
-        return upload(board, own_report, user="alice" if i % 2 else "bob")["id"]
+        return upload(board, own_report, user="alice" if i % 2 else "bob", source=variant(i))["id"]
     with ThreadPoolExecutor(max_workers=50) as pool:
         ids = list(pool.map(one, range(50)))
     assert len(set(ids)) == 50
@@ -172,36 +173,42 @@ def test_workers_need_an_admin_token(board, own_report):
         board["server"].client(board["tokens"]["alice"]).post("/api/jobs/claim", {})
 
 
-def test_posted_results_are_checked_against_the_secret_seed(board, own_report, secret_report):
+def test_posted_results_are_checked_against_the_jobs_seed(board, own_report, seeded_report):
     first = upload(board, own_report)["id"]
     second = upload(board, own_report, user="bob")["id"]
     admin = board["server"].client(board["tokens"]["admin"])
     job_a = admin.post("/api/jobs/claim", {"host": "h"})["job"]
-    assert job_a["secret_seed"] == SECRET_SEED and job_a["submission"]["id"] == first
+    # the worker gets this job's own seed, a keyed hash: never the leaderboard's secret
+    assert job_a["seed"] == job_seed_of(job_a["id"]) and job_a["submission"]["id"] == first
+    assert "secret_seed" not in job_a and str(SECRET_SEED) not in json.dumps(job_a)
     # a report made with the public seeds is not a verification
     run = admin.post(f"/api/jobs/{job_a['id']}/result",
                      {"lease": job_a["lease"], "report": json.dumps(own_report), "gpu": "cpu"})["run"]
-    assert not run["passed"] and "secret seed" in run["message"]
+    assert not run["passed"] and run["failure"] == "wrong-seed" and "seed" in run["message"]
     job_b = admin.post("/api/jobs/claim", {"host": "h"})["job"]
-    assert job_b["submission"]["id"] == second
+    assert job_b["submission"]["id"] == second and job_b["seed"] != job_a["seed"]
     with pytest.raises(ClientError, match="409: job .* not held by this lease"):
         admin.post(f"/api/jobs/{job_b['id']}/result", {"lease": "wrong", "report": None})
+    verified = json.loads(upload_body(board["files"], seeded_report(job_b["seed"]))["report"])
     run = admin.post(f"/api/jobs/{job_b['id']}/result",
-                     {"lease": job_b["lease"], "report": json.dumps(secret_report), "gpu": "cpu"})["run"]
+                     {"lease": job_b["lease"], "report": json.dumps(verified), "gpu": "cpu"})["run"]
     assert run["passed"], run
     ranking = board["server"].client().get("/api/leaderboards/qr/ranking")["ranking"]
     assert [(e["user"], e["submission_id"]) for e in ranking] == [("bob", second)]
-    # nothing shown to the public carries the secret seed or a seed made from it
+    # nothing shown to the public carries a seed
     shown = json.dumps(board["server"].client().get(f"/api/submissions/{second}"))
-    assert str(SECRET_SEED) not in shown and '"seed"' not in shown
+    assert str(job_b["seed"]) not in shown and '"seed"' not in shown
+    assert [c["mean_ns"] for c in json.loads(shown)["submission"]["runs"][-1]["cases"] if c["kind"] == "benchmark"] \
+        == [b["stats"]["mean"] for b in verified["benchmarks"]]
 
 
-def test_restarting_the_server_loses_nothing(board, own_report, secret_report):
-    ids = [upload(board, own_report)["id"] for _ in range(3)]
+def test_restarting_the_server_loses_nothing(board, own_report, seeded_report):
+    ids = [upload(board, own_report, source=variant(i))["id"] for i in range(3)]
     admin = board["server"].client(board["tokens"]["admin"])
     job = admin.post("/api/jobs/claim", {"host": "h"})["job"]
-    admin.post(f"/api/jobs/{job['id']}/result",
-               {"lease": job["lease"], "report": json.dumps(secret_report), "gpu": "cpu"})
+    verified = upload_body(board["files"], seeded_report(job["seed"]), source=variant(0))["report"]
+    assert admin.post(f"/api/jobs/{job['id']}/result",
+                      {"lease": job["lease"], "report": verified, "gpu": "cpu"})["run"]["passed"]
     before = counts(board["db"])
     ranking = board["server"].client().get("/api/leaderboards/qr/ranking")["ranking"]
     board["server"].stop()

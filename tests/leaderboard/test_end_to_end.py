@@ -13,7 +13,7 @@ import pytest
 
 from eval.specs import load_spec, mix_seed
 
-from .helpers import SECRET_SEED, ServerProcess, run_cli
+from .helpers import SECRET_SEED, ServerProcess, job_seed_of, run_cli
 
 
 def chromium(*args: str, timeout: int = 120) -> str:
@@ -60,10 +60,10 @@ def test_upload_worker_ranking_and_page(tmp_path, project_files, own_report):
         runs = server.client().get("/api/submissions/1")["submission"]["runs"]
         verified = [r for r in runs if r["secret"]]
         assert len(verified) == 1 and verified[0]["passed"]
-        means = [b["stats"]["mean"] for b in verified[0]["report"]["benchmarks"]]
+        means = [c["mean_ns"] for c in verified[0]["cases"] if c["kind"] == "benchmark"]
         assert ranking[0]["score_seconds"] == pytest.approx((means[0] * means[1]) ** 0.5 / 1e9)
 
-        # the worker really used the secret seed: the stored report's case seeds are the mixed ones
+        # the worker really used the job's seed: the stored report's case seeds are the mixed ones
         from eval.leaderboard.db import Database
         database = Database(str(db))
         with database.engine.connect() as conn:
@@ -72,9 +72,9 @@ def test_upload_worker_ranking_and_page(tmp_path, project_files, own_report):
                                              {"t": True}).scalar_one())
         database.close()
         spec = load_spec(project_files["spec"])
-        assert stored["seed"] == SECRET_SEED
-        assert [b["spec"]["seed"] for b in stored["benchmarks"]] == \
-            [mix_seed(c.seed, SECRET_SEED) for c in spec.benchmarks]
+        seed = job_seed_of(1)
+        assert stored["seed"] == seed
+        assert [b["spec"]["seed"] for b in stored["benchmarks"]] == [mix_seed(c.seed, seed) for c in spec.benchmarks]
 
         # what a browser renders
         index_dom = chromium("--dump-dom", server.url + "/")
@@ -83,12 +83,13 @@ def test_upload_worker_ranking_and_page(tmp_path, project_files, own_report):
         assert "alice" in row and "test-cpu" in row and "self-reported" in row
         page_dom = chromium("--dump-dom", server.url + "/submissions/1")
         assert "<svg" in page_dom and "verified" in page_dom and "torch.geqrf(A)" in page_dom
+        assert page_dom.count('class="bar"') == 4      # two cases, verified and self-reported
         shot = tmp_path / "ranking.png"
         chromium(f"--screenshot={shot}", "--window-size=1200,900", server.url + "/")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5000
 
-        secrets = {str(SECRET_SEED), admin_token, alice_token} | \
-            {str(mix_seed(c.seed, SECRET_SEED)) for c in spec.tests + spec.benchmarks}
+        secrets = {str(SECRET_SEED), str(seed), admin_token, alice_token} | \
+            {str(mix_seed(c.seed, seed)) for c in spec.tests + spec.benchmarks}
         for dom in (index_dom, page_dom):
             assert not [s for s in secrets if s in dom]
     finally:

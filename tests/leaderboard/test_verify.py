@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from eval.leaderboard.verify import ReportError, check_report, public_report, secret_numbers, spec_from_text
+from eval.leaderboard.publish import public_cases, scrub
+from eval.leaderboard.verify import ReportError, check_report, spec_from_text
 from eval.specs import mix_seed
 
 SPEC_TEXT = """\
@@ -71,11 +72,36 @@ def test_bad_reports_are_refused_with_their_own_message(spec, break_it, message)
         check_report(report, spec)
 
 
-def test_public_report_shows_no_seed(spec):
+@pytest.mark.parametrize("break_it, message", [
+    (lambda r: r["benchmarks"][0]["stats"].update(err="x"), r"benchmarks\[0\]: stats.err must be a number"),
+    (lambda r: r["benchmarks"][0]["stats"].update(runs="<script>"), r"stats.runs must be a whole number"),
+    (lambda r: r["benchmarks"][0]["stats"].update(runs=2.5), r"stats.runs must be a whole number"),
+    (lambda r: r["benchmarks"][0]["stats"].update(mean=1e-320), r"stats.mean must be a positive number of ns between"),
+    (lambda r: r["benchmarks"][0].update(baseline_mean="fast"), r"baseline_mean must be a finite number"),
+    (lambda r: r["tests"][0].update(factor_margin=[1]), r"tests\[0\]: factor_margin must be a finite number"),
+    (lambda r: r.update(device={"name": {"a": 1}}), r"device.name must be a string"),
+])
+def test_values_a_page_shows_are_checked(spec, break_it, message):
+    report = make_report(spec)
+    break_it(report)
+    with pytest.raises(ReportError, match=message):
+        check_report(report, spec)
+
+
+def test_public_cases_hold_no_seed_and_no_text(spec):
     report = make_report(spec, seed=123457)
     report["benchmarks"][0]["message"] = f"failed on seed {mix_seed(21, 123457)}"
-    shown = public_report(report, secret_numbers(spec, 123457))
+    report["tests"][0]["spec"]["case"] = "<script>"
+    shown = public_cases(report)
     text = repr(shown)
-    assert "seed" not in shown and all("seed" not in e["spec"] for e in shown["tests"])
-    assert "123457" not in text and str(mix_seed(21, 123457)) not in text
-    assert "[secret]" in shown["benchmarks"][0]["message"]
+    assert "seed" not in text and "123457" not in text and str(mix_seed(21, 123457)) not in text
+    assert "failed on" not in text and "<script>" not in text
+    assert [c["kind"] for c in shown] == ["test", "benchmark", "benchmark"]
+    assert shown[1]["mean_ns"] == 4000.0 and shown[1]["runs"] == 10 and shown[0]["case"] == "other"
+
+
+def test_scrub_hides_every_long_number_whatever_the_secret():
+    assert scrub("✗ test b1 n4 c1 s106446569759635746 dense") == "✗ test b1 n4 c1 s# dense"
+    assert scrub("input 1 (seed 1_064_465_697) and 1,064,465") == "input 1 (seed #) and #"
+    assert scrub("n=4096 err 3.2e-02") == "n=4096 err 3.2e-02"
+    assert scrub("a\x00b\nc") == "a b c" and len(scrub("x" * 500)) == 200
