@@ -28,6 +28,7 @@ import reference
 from eval import timing
 
 REMOVED_ENV = ("POPCORN_FD", "POPCORN_SEED")
+STRICTER_MARK = "(the contest's checker accepts it; this evaluator does not)"
 MAX_REASON_CHARS = 300
 
 
@@ -110,7 +111,7 @@ def python_dispatch_problem(name: str, t, dispatch_keys, python_key) -> str | No
     data of its own; reading it would run the submission's code after the clock stopped."""
     if dispatch_keys(t).has(python_key):
         return (f"{name} is a {type(t).__name__} with its own __torch_dispatch__: its data would be computed "
-                f"when read, after the clock stopped (the contest's checker accepts it; this evaluator does not)")
+                f"when read, after the clock stopped {STRICTER_MARK}")
     return None
 
 

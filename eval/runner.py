@@ -56,6 +56,14 @@ class CaseResult:
     orth_margin: float | None = None  # same for orthogonality
     flags: list[str] = field(default_factory=list)  # integrity flags: "input-modified", "clock-skew"
     wall_s: float = 0.0
+    # Where this evaluator is stricter than the contest's eval.py and that changed the outcome: why,
+    # and the verdict the contest would give ("pass"/"fail"; None: it cannot be told from this run).
+    stricter: str = ""
+    contest_status: str | None = None
+
+    def contest_verdict(self) -> str | None:
+        """The contest's eval.py's verdict on this case: the same as ours unless ``stricter`` says otherwise."""
+        return self.contest_status if self.stricter else self.status
 
 
 class CaseFault(Exception):
@@ -501,7 +509,7 @@ class Session:
             deadline = self._case_deadline()
             self._request(deadline, "the call", "call", A_child, H, tau)
         except CaseFault as fault:
-            return CaseResult(case, "test", fault.status, fault.reason, wall_s=time.perf_counter() - start)
+            return fault_result(case, "test", fault, start)
         return self._verdict(case, "test", A, A_child, H.clone(), tau.clone(), start)
 
     def _profile(self, case: Case, trace_path: str) -> CaseResult:
@@ -515,7 +523,7 @@ class Session:
             deadline = self._case_deadline()
             self._request(deadline, "the profiled call", "profile", A_child, H, tau, trace_path)
         except CaseFault as fault:
-            return CaseResult(case, "profile", fault.status, fault.reason, wall_s=time.perf_counter() - start)
+            return fault_result(case, "profile", fault, start)
         result = self._verdict(case, "profile", A, A_child, H.clone(), tau.clone(), start)
         if result.status == "pass":
             result.message += f"; trace saved to {trace_path}"
@@ -531,6 +539,8 @@ class Session:
             result.status = "fail"
             verdict = "output check passed" if check.ok else "output check failed"
             result.message = f"{INPUT_MODIFIED} ({verdict}: {check.message})"
+            result.stricter = "input-modified: the contest's eval.py does not look at the input after the call"
+            result.contest_status = "pass" if check.ok else "fail"
         result.wall_s = time.perf_counter() - start
         return result
 
@@ -549,10 +559,12 @@ class Session:
         if self._flush_l2 is None:
             self._flush_l2 = make_l2_fill(self.device)
 
-        def fail(status, message):
+        def fail(status, message, stricter=""):
+            if not stricter and child_module.STRICTER_MARK in message:
+                stricter = message  # a form the contest accepts (see fault_result)
             return CaseResult(case, "benchmark", status, message, factor_margin=bench.factor_margin,
                               orth_margin=bench.orth_margin, flags=bench.flags,
-                              wall_s=time.perf_counter() - start)
+                              wall_s=time.perf_counter() - start, stricter=stricter)
 
         try:
             deadline = self._case_deadline()
@@ -591,7 +603,8 @@ class Session:
                     problem = bench.check(f"timed repeat {len(durations)}")
                 self.defence_s += time.perf_counter() - t0
                 if problem:
-                    return fail("fail", problem)
+                    return fail("fail", problem, "failed on fresh inputs: the contest's eval.py times the "
+                                                 "same inputs every repeat (as the submission left them)")
                 if on_progress is not None:
                     on_progress(len(durations), max_repeats)
                 if should_stop(durations, time.perf_counter() - timed_start, budget_s, max_repeats):
@@ -607,11 +620,16 @@ class Session:
             return fail(fault.status, fault.reason)
         stats = compute_stats(durations)
         if bench.modified:
-            return fail("fail", f"{INPUT_MODIFIED} (outputs passed every check)")
+            return fail("fail", f"{INPUT_MODIFIED} (outputs passed every check)",
+                        "input-modified: the contest's eval.py does not look at the input after the call")
         message = f"ok: {count} inputs x {stats.runs} timed repeats, every output checked"
-        return CaseResult(case, "benchmark", "pass", message, stats=stats,
-                          factor_margin=bench.factor_margin, orth_margin=bench.orth_margin,
-                          flags=bench.flags, wall_s=time.perf_counter() - start)
+        result = CaseResult(case, "benchmark", "pass", message, stats=stats,
+                            factor_margin=bench.factor_margin, orth_margin=bench.orth_margin,
+                            flags=bench.flags, wall_s=time.perf_counter() - start)
+        if result.flags:
+            result.stricter = f"flagged {', '.join(result.flags)}: the contest's eval.py has no such check"
+            result.contest_status = "pass"
+        return result
 
     def defence_fraction(self) -> float:
         """Share of the timed phases' wall time spent on sign flips and re-checks."""
@@ -651,6 +669,12 @@ def fast_gates(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> tuple[tor
     inf = torch.tensor(math.inf, dtype=torch.float64, device=A.device)
     return (torch.where(finite, factor, inf).nan_to_num(nan=math.inf),
             torch.where(finite, orth, inf).nan_to_num(nan=math.inf))
+
+
+def fault_result(case: Case, kind: str, fault: CaseFault, start: float) -> CaseResult:
+    """The failed case a fault makes; a form the contest accepts but this evaluator refuses says so."""
+    stricter = fault.reason if child_module.STRICTER_MARK in fault.reason else ""
+    return CaseResult(case, kind, fault.status, fault.reason, wall_s=time.perf_counter() - start, stricter=stricter)
 
 
 class _BenchState:

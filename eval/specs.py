@@ -78,6 +78,7 @@ class Spec:
     test_timeout: float = 240
     benchmark_timeout: float = 480
     ranked_timeout: float = 900
+    cases_file: bool = False  # a plain cases file (the contest's eval.py input), not a task file
 
     def reseeded(self, seed: int) -> "Spec":
         """The same spec with every case seed ``s`` replaced by ``mix_seed(s, seed)``."""
@@ -260,4 +261,4 @@ def load_spec(path) -> Spec:
         settings = _parse_yaml(text, shown)
         return Spec(path=shown, sha256=sha, **settings)
     cases = parse_cases_text(text, shown)
-    return Spec(path=shown, sha256=sha, tests=list(cases), benchmarks=list(cases))
+    return Spec(path=shown, sha256=sha, tests=list(cases), benchmarks=list(cases), cases_file=True)
