@@ -41,8 +41,10 @@ BENCHMARK_BUDGET_S, BENCHMARK_MAX_REPEATS = 10.0, 200
 RANKED_BUDGET_S, RANKED_MAX_REPEATS = 30.0, 1000
 BENCHMARK_WARMUP_BUDGET_S, RANKED_WARMUP_BUDGET_S = 0.1, 0.5
 # A CPU run: in Triton's interpreter a call takes a second or more, and its time says little about a
-# GPU. Each case gets at most this many inputs and repeats (the stop rule still wants three).
-CPU_BUDGET_S, CPU_MAX_REPEATS, CPU_MAX_INPUTS = 1.0, 10, 2
+# GPU. Each case gets at most this many repeats (the stop rule still wants three), and as many of the
+# contest's inputs as one pass of about CPU_PASS_BUDGET_S holds (by the time of one call: a fast
+# call keeps all of them, an interpreted kernel gets one).
+CPU_BUDGET_S, CPU_MAX_REPEATS, CPU_PASS_BUDGET_S = 1.0, 10, 1.0
 QUICK_BUDGET_S, QUICK_MAX_REPEATS = 1.0, 20  # --quick on a GPU: a first try in about a minute
 
 # Off a terminal (CI logs, files) lines are never wrapped and tables get room for every column.
@@ -78,12 +80,17 @@ class Loops:
     budget_s: float
     max_repeats: int
     max_inputs: int | None  # None: the contest's clamp(256 MiB / input size, 1, 50)
+    pass_budget_s: float | None = None  # a CPU run: inputs cut to fit a pass of about this long
 
     def warm_up(self, budget_s: float) -> "Loops":
-        return Loops(budget_s, min(self.max_repeats, RANKED_MAX_REPEATS), self.max_inputs)
+        return dataclasses.replace(self, budget_s=budget_s, max_repeats=min(self.max_repeats, RANKED_MAX_REPEATS))
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def benchmark_args(self) -> dict:
+        """The keyword arguments of ``Session.benchmark``."""
+        return self.as_dict()
 
 
 def loop_bounds(mode: str, device: str, *, budget: float | None, max_repeats: int | None,
@@ -93,12 +100,12 @@ def loop_bounds(mode: str, device: str, *, budget: float | None, max_repeats: in
     else:
         loops = Loops(BENCHMARK_BUDGET_S, BENCHMARK_MAX_REPEATS, None)
     if device == "cpu":
-        loops = Loops(CPU_BUDGET_S, CPU_MAX_REPEATS, CPU_MAX_INPUTS)
+        loops = Loops(CPU_BUDGET_S, CPU_MAX_REPEATS, None, CPU_PASS_BUDGET_S)
     elif quick:
         loops = Loops(QUICK_BUDGET_S, QUICK_MAX_REPEATS, None)
     return Loops(budget if budget is not None else loops.budget_s,
                  max_repeats if max_repeats is not None else loops.max_repeats,
-                 max_inputs if max_inputs is not None else loops.max_inputs)
+                 max_inputs if max_inputs is not None else loops.max_inputs, loops.pass_budget_s)
 
 
 def take_env_int(name: str, given: int | None, option: str) -> int | None:
@@ -280,14 +287,12 @@ def run_benchmarks(session, baseline_session, cases, progress, popcorn, loops: L
     results, baselines = [], {}
     for index, (case, task) in enumerate(zip(cases, tasks)):
         progress.start(task)
-        result = session.benchmark(case, budget_s=loops.budget_s, max_repeats=loops.max_repeats,
-                                   max_inputs=loops.max_inputs, on_progress=progress.advance_to(task))
+        result = session.benchmark(case, **loops.benchmark_args(), on_progress=progress.advance_to(task))
         progress.finish(task, result)
         popcorn.benchmark(index, result)
         results.append(result)
         if baseline_session is not None:
-            baselines[index] = baseline_session.benchmark(case, budget_s=loops.budget_s,
-                                                          max_repeats=loops.max_repeats, max_inputs=loops.max_inputs)
+            baselines[index] = baseline_session.benchmark(case, **loops.benchmark_args())
         if stop_on_failure and result.status != "pass":
             break
     return results, baselines
@@ -299,8 +304,7 @@ def warm_up(session, cases, progress, loops: Loops) -> None:
     for case in cases:
         task = progress.add(f"warm  {case_label(case.as_dict())}", total=loops.max_repeats)
         progress.start(task)
-        result = session.benchmark(case, budget_s=loops.budget_s, max_repeats=loops.max_repeats,
-                                   max_inputs=loops.max_inputs, on_progress=progress.advance_to(task))
+        result = session.benchmark(case, **loops.benchmark_args(), on_progress=progress.advance_to(task))
         progress.finish(task, result)
 
 
@@ -479,7 +483,7 @@ def run_options(func):
                           "1000), 10 on CPU."),
         click.option("--max-inputs", type=click.IntRange(min=1), default=None,
                      help="Most distinct inputs per benchmark case. Default: the contest's (256 MiB of "
-                          "inputs, at most 50), 2 on CPU."),
+                          "inputs, at most 50); on CPU as many as one pass of about 1 s holds."),
         click.option("--quick", is_flag=True,
                      help="A first try: specs/quick.yml (on CPU specs/cpu.yml, already small) and short "
                           "timed loops (1 s, at most 20 repeats)."),
@@ -578,8 +582,8 @@ def compare(submissions, specs, seed, json_path, device):
                 for name, session, collected in zip(names, sessions, per_submission):
                     task = progress.add(f"{name}: {case_label(case.as_dict())}", total=loops.max_repeats)
                     progress.start(task)
-                    result = session.benchmark(case, budget_s=loops.budget_s, max_repeats=loops.max_repeats,
-                                               max_inputs=loops.max_inputs, on_progress=progress.advance_to(task))
+                    result = session.benchmark(case, **loops.benchmark_args(),
+                                               on_progress=progress.advance_to(task))
                     progress.finish(task, result)
                     results.append(result)
                     collected.append(result)

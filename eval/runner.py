@@ -337,7 +337,7 @@ class Session:
     def _limit(self, start: float, limit_s: float) -> tuple[float, str]:
         """The earlier of ``start + limit_s`` and the run's deadline, with what a timeout then says."""
         if self.run_deadline is not None and self.run_deadline <= start + limit_s:
-            return self.run_deadline, f"the run's {self.run_limit_s:g} s limit (import included) was reached"
+            return self.run_deadline, f"timed out: the run's {self.run_limit_s:g} s limit (import included) was reached"
         return start + limit_s, f"timed out after {limit_s:g} s"
 
     def _receive(self, child: _Child, limit: tuple[float, str], what: str):
@@ -495,10 +495,15 @@ class Session:
             return self._profile(case, trace_path)
 
     def benchmark(self, case: Case, *, budget_s: float, max_repeats: int, max_inputs: int | None = None,
+                  pass_budget_s: float | None = None,
                   on_progress: Callable[[int, int], None] | None = None) -> CaseResult:
-        """Time ``count`` calls per repeat on fresh, sign-flipped inputs; every output is checked."""
+        """Time ``count`` calls per repeat on fresh, sign-flipped inputs; every output is checked.
+
+        ``count`` is the contest's, at most ``max_inputs``; with ``pass_budget_s`` (a CPU run) one call
+        is timed first, by the parent, and ``count`` cut so that a pass takes about that long (at
+        least one input): fast calls keep all their inputs, interpreted Triton kernels get one."""
         with self._case_files():
-            return self._benchmark(case, budget_s, max_repeats, max_inputs, on_progress)
+            return self._benchmark(case, budget_s, max_repeats, max_inputs, pass_budget_s, on_progress)
 
     def _test(self, case: Case) -> CaseResult:
         start = time.perf_counter()
@@ -544,11 +549,25 @@ class Session:
         result.wall_s = time.perf_counter() - start
         return result
 
+    def _probe_count(self, case: Case, count: int, pass_budget_s: float) -> int:
+        """How many inputs fit in ``pass_budget_s``, by the parent's clock on one untimed call."""
+        A = self._shared(self._input(case, bench_seeds(case.seed, 1)[0]))
+        H, tau = self._empty_outputs((case.batch,), case.n)
+        deadline = self._case_deadline()  # starts the child first: its start-up is not the call's time
+        sent = time.perf_counter()
+        self._request(deadline, "the call that sizes the benchmark", "call", A, H, tau)
+        return max(1, min(count, int(pass_budget_s / max(time.perf_counter() - sent, 1e-9))))
+
     def _benchmark(self, case: Case, budget_s: float, max_repeats: int, max_inputs: int | None,
-                   on_progress: Callable[[int, int], None] | None) -> CaseResult:
+                   pass_budget_s: float | None, on_progress: Callable[[int, int], None] | None) -> CaseResult:
         start = time.perf_counter()
         numel = case.batch * case.n * case.n
         count = bench_input_count(4 * numel, max_inputs)
+        if pass_budget_s is not None and count > 1:
+            try:
+                count = self._probe_count(case, count, pass_budget_s)
+            except CaseFault as fault:
+                return fault_result(case, "benchmark", fault, start)
         seeds = bench_seeds(case.seed, count)
         current = torch.stack([self._input(case, s) for s in seeds])  # the parent's copy: [count, batch, n, n]
         slot = -(-numel // SLOT_ALIGN_FLOATS) * SLOT_ALIGN_FLOATS

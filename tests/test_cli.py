@@ -204,8 +204,8 @@ def test_loop_bounds_the_contests_cpu_and_quick():
         options = {"budget": None, "max_repeats": None, "max_inputs": None, "quick": False, **given}
         return tuple(loop_bounds(mode, device, **options).as_dict().values())
 
-    assert bounds("benchmark", "cuda") == (10.0, 200, None)
-    assert bounds("leaderboard", "cuda") == (30.0, 1000, None)
-    assert bounds("benchmark", "cuda", quick=True) == (1.0, 20, None)
-    assert bounds("leaderboard", "cpu") == (1.0, 10, 2)
-    assert bounds("leaderboard", "cuda", budget=2.0, max_repeats=7, max_inputs=3) == (2.0, 7, 3)
+    assert bounds("benchmark", "cuda") == (10.0, 200, None, None)
+    assert bounds("leaderboard", "cuda") == (30.0, 1000, None, None)
+    assert bounds("benchmark", "cuda", quick=True) == (1.0, 20, None, None)
+    assert bounds("leaderboard", "cpu") == (1.0, 10, None, 1.0)
+    assert bounds("leaderboard", "cuda", budget=2.0, max_repeats=7, max_inputs=3) == (2.0, 7, 3, None)

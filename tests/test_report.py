@@ -73,7 +73,8 @@ def test_report_has_every_top_level_field(benchmark_run, tiny_spec):
     (phase,) = report["phases"]  # the contest limits the whole benchmark run: the spec's 120 s
     assert phase["mode"] == "benchmark" and phase["limit_s"] == 120 and phase["passed"] is True
     assert 0 < phase["wall_s"] <= report["wall_s"]
-    assert report["settings"] == {"budget_s": 1.0, "max_repeats": 10, "max_inputs": 2}  # a CPU run's bounds
+    assert report["settings"] == {"budget_s": 1.0, "max_repeats": 10, "max_inputs": None,
+                                  "pass_budget_s": 1.0}  # a CPU run's bounds
 
 
 def test_report_device_names_versions(benchmark_run):
