@@ -1,5 +1,6 @@
 # Batched QR contest: evaluator and entry.
-#   make eval    test and benchmark submission.py on the default specs (table on screen, JSON in results/)
+#   make eval    test and benchmark submission.py on the default specs (table on screen, JSON in results/);
+#                QUICK=1 for a first try (specs/quick.yml, short timed loops)
 #   make test    the evaluator's own test suite (pytest, CPU is enough)
 #   make setup   install only what does not import yet (on the H200 everything imports: nothing is installed)
 #   make setup-test  also what the test suite needs: pytest, the leaderboard server's packages, Chromium
@@ -9,7 +10,7 @@ PIP ?= $(PYTHON) -m pip
 SUBMISSION ?= submission.py
 SPECS ?=
 RESULTS ?= results
-SPECS_OPT = $(if $(SPECS),--specs $(SPECS),)
+SPECS_OPT = $(if $(SPECS),--specs $(SPECS),)$(if $(QUICK), --quick,)
 
 # Leaderboard upload settings (see README, "Leaderboard").
 LEADERBOARD ?= qr

@@ -34,8 +34,18 @@ EXIT_TIMEOUT = 114
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = REPO_ROOT / "reference.py"
 
+# The contest's timed loops (its eval.py): a budget of timed calls (mean × runs, seconds), at most so
+# many repeats, and its warm-ups: benchmark mode times its first case once before anything is
+# reported; leaderboard mode times every case before the ranked loops. Warm-up results are not used.
 BENCHMARK_BUDGET_S, BENCHMARK_MAX_REPEATS = 10.0, 200
 RANKED_BUDGET_S, RANKED_MAX_REPEATS = 30.0, 1000
+BENCHMARK_WARMUP_BUDGET_S, RANKED_WARMUP_BUDGET_S = 0.1, 0.5
+# A CPU run: in Triton's interpreter a call takes a second or more, and its time says little about a
+# GPU. Each case gets at most this many repeats (the stop rule still wants three), and as many of the
+# contest's inputs as one pass of about CPU_PASS_BUDGET_S holds (by the time of one call: a fast
+# call keeps all of them, an interpreted kernel gets one).
+CPU_BUDGET_S, CPU_MAX_REPEATS, CPU_PASS_BUDGET_S = 1.0, 10, 1.0
+QUICK_BUDGET_S, QUICK_MAX_REPEATS = 1.0, 20  # --quick on a GPU: a first try in about a minute
 
 # Off a terminal (CI logs, files) lines are never wrapped and tables get room for every column.
 stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
@@ -57,8 +67,45 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def default_spec_path() -> Path:
-    return REPO_ROOT / "specs" / ("qr.yml" if cuda_available() else "cpu.yml")
+def default_spec_path(quick: bool = False) -> Path:
+    """specs/qr.yml with a GPU (specs/quick.yml with --quick), specs/cpu.yml without one."""
+    if not cuda_available():
+        return REPO_ROOT / "specs" / "cpu.yml"
+    return REPO_ROOT / "specs" / ("quick.yml" if quick else "qr.yml")
+
+
+@dataclasses.dataclass(frozen=True)
+class Loops:
+    """Bounds of a run's timed loops: the contest's, unless a CPU run, --quick or an option says otherwise."""
+    budget_s: float
+    max_repeats: int
+    max_inputs: int | None  # None: the contest's clamp(256 MiB / input size, 1, 50)
+    pass_budget_s: float | None = None  # a CPU run: inputs cut to fit a pass of about this long
+
+    def warm_up(self, budget_s: float) -> "Loops":
+        return dataclasses.replace(self, budget_s=budget_s, max_repeats=min(self.max_repeats, RANKED_MAX_REPEATS))
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def benchmark_args(self) -> dict:
+        """The keyword arguments of ``Session.benchmark``."""
+        return self.as_dict()
+
+
+def loop_bounds(mode: str, device: str, *, budget: float | None, max_repeats: int | None,
+                max_inputs: int | None, quick: bool) -> Loops:
+    if mode == "leaderboard":
+        loops = Loops(RANKED_BUDGET_S, RANKED_MAX_REPEATS, None)
+    else:
+        loops = Loops(BENCHMARK_BUDGET_S, BENCHMARK_MAX_REPEATS, None)
+    if device == "cpu":
+        loops = Loops(CPU_BUDGET_S, CPU_MAX_REPEATS, None, CPU_PASS_BUDGET_S)
+    elif quick:
+        loops = Loops(QUICK_BUDGET_S, QUICK_MAX_REPEATS, None)
+    return Loops(budget if budget is not None else loops.budget_s,
+                 max_repeats if max_repeats is not None else loops.max_repeats,
+                 max_inputs if max_inputs is not None else loops.max_inputs, loops.pass_budget_s)
 
 
 def take_env_int(name: str, given: int | None, option: str) -> int | None:
@@ -169,8 +216,41 @@ class CaseProgress:
         self.progress.stop_task(task)
 
 
+class PlainProgress:
+    """Off a terminal (a log file, CI): one plain line on stdout per finished case, as it finishes."""
+
+    def __init__(self):
+        self.labels: list[str] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def add(self, label: str, total: int = 1) -> int:
+        self.labels.append(label)
+        return len(self.labels) - 1
+
+    def start(self, task: int) -> None:
+        return None
+
+    def advance_to(self, task: int):
+        return None
+
+    def finish(self, task: int, result) -> None:
+        timing = f", mean {format_ns(result.stats.mean)} over {result.stats.runs} repeats" if result.stats else ""
+        reason = "" if result.status == "pass" else f": {result.message}"
+        click.echo(f"{result.status:7} {self.labels[task]}{timing} ({result.wall_s:.1f} s){reason}")
+        sys.stdout.flush()
+
+
+def make_progress():
+    return CaseProgress() if stderr.is_terminal else PlainProgress()
+
+
 # --------------------------------------------------------------------------------------------
-# The modes
+# The modes: each is one run of the contest's eval.py (leaderboard: three), with its own time limit
 # --------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -181,12 +261,13 @@ class RunOutcome:
     complete: bool = True  # False when a leaderboard run stopped early
     defence_s: float = 0.0  # parent time spent on fresh inputs and re-checks of timed outputs
     timed_wall_s: float = 0.0  # wall time of the timed phases those defences belong to
+    phases: list = dataclasses.field(default_factory=list)  # {"mode", "limit_s", "wall_s", "passed"}
 
     def all_results(self):
         return self.tests + self.benchmarks
 
 
-def run_tests(session, cases, progress: CaseProgress, popcorn: PopcornWriter, *, stop_on_failure=False):
+def run_tests(session, cases, progress, popcorn: PopcornWriter):
     tasks = [progress.add(f"test  {case_label(c.as_dict())}") for c in cases]
     popcorn.test_count(len(cases))
     results = []
@@ -196,110 +277,120 @@ def run_tests(session, cases, progress: CaseProgress, popcorn: PopcornWriter, *,
         progress.finish(task, result)
         popcorn.test(index, result)
         results.append(result)
-        if stop_on_failure and result.status != "pass":
-            break
     return results
 
 
-def run_benchmarks(session, baseline_session, cases, progress, popcorn, *, budget_s, max_repeats,
+def run_benchmarks(session, baseline_session, cases, progress, popcorn, loops: Loops, *, label="bench",
                    stop_on_failure=False):
-    tasks = [progress.add(f"bench {case_label(c.as_dict())}", total=max_repeats) for c in cases]
+    tasks = [progress.add(f"{label} {case_label(c.as_dict())}", total=loops.max_repeats) for c in cases]
     popcorn.benchmark_count(len(cases))
     results, baselines = [], {}
     for index, (case, task) in enumerate(zip(cases, tasks)):
         progress.start(task)
-        result = session.benchmark(case, budget_s=budget_s, max_repeats=max_repeats,
-                                   on_progress=progress.advance_to(task))
+        result = session.benchmark(case, **loops.benchmark_args(), on_progress=progress.advance_to(task))
         progress.finish(task, result)
         popcorn.benchmark(index, result)
         results.append(result)
         if baseline_session is not None:
-            baselines[index] = baseline_session.benchmark(case, budget_s=budget_s, max_repeats=max_repeats)
+            baselines[index] = baseline_session.benchmark(case, **loops.benchmark_args())
         if stop_on_failure and result.status != "pass":
             break
     return results, baselines
 
 
-def warm_up(session, cases, progress):
-    """Leaderboard warm-up: every benchmark case once, checked like a test. Returns the first
-    failure (relabelled as that benchmark's failure) or None."""
-    tasks = [progress.add(f"warm  {case_label(c.as_dict())}") for c in cases]
-    for index, (case, task) in enumerate(zip(cases, tasks)):
+def warm_up(session, cases, progress, loops: Loops) -> None:
+    """The contest's warm-up: a timed loop over each case; its results are not used (a case that fails
+    here fails again, on the same inputs, in its own run)."""
+    for case in cases:
+        task = progress.add(f"warm  {case_label(case.as_dict())}", total=loops.max_repeats)
         progress.start(task)
-        result = session.test(case)
+        result = session.benchmark(case, **loops.benchmark_args(), on_progress=progress.advance_to(task))
         progress.finish(task, result)
-        if result.status != "pass":
-            return index, dataclasses.replace(result, kind="benchmark", message=f"warm-up: {result.message}")
-    return None
 
 
-def run_mode(mode: str, spec, submission: Path, device: str, *, baseline: bool, popcorn: PopcornWriter,
-             trace: Path | None) -> RunOutcome:
+def mode_limit(mode: str, spec) -> float:
+    """The contest's limit on a whole run of ``mode`` (its runner kills eval.py past it)."""
+    return {"test": spec.test_timeout, "benchmark": spec.benchmark_timeout, "leaderboard": spec.ranked_timeout,
+            "profile": spec.benchmark_timeout}[mode]
+
+
+def contest_run(mode: str, spec, submission: Path, device: str, loops: Loops, *, baseline: bool,
+                popcorn: PopcornWriter, progress, trace: Path | None, outcome: RunOutcome) -> bool:
+    """One run of the contest's ``eval.py MODE``: a fresh child, the mode's limit on all of it (start
+    and import included), the mode's warm-up. Results go into ``outcome``; True when all passed."""
     Session = session_class()
-    timeout = {"test": spec.test_timeout, "benchmark": spec.benchmark_timeout,
-               "leaderboard": spec.ranked_timeout, "profile": spec.benchmark_timeout}[mode]
-    outcome = RunOutcome()
+    limit = mode_limit(mode, spec)
+    start = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        progress = stack.enter_context(CaseProgress())
-        session = stack.enter_context(Session(submission, device, timeout_s=timeout))
+        session = stack.enter_context(Session(submission, device, timeout_s=limit, run_limit_s=limit))
         base = None
         if baseline and mode in ("benchmark", "leaderboard"):
-            base = stack.enter_context(Session(REFERENCE, device, timeout_s=timeout, entry="ref_kernel"))
-
+            base = stack.enter_context(Session(REFERENCE, device, timeout_s=limit, run_limit_s=limit,
+                                               entry="ref_kernel"))
         if mode == "test":
-            outcome.tests = run_tests(session, spec.tests, progress, popcorn)
+            results = outcome.tests = run_tests(session, spec.tests, progress, popcorn)
         elif mode == "benchmark":
-            outcome.benchmarks, outcome.baselines = run_benchmarks(
-                session, base, spec.benchmarks, progress, popcorn,
-                budget_s=BENCHMARK_BUDGET_S, max_repeats=BENCHMARK_MAX_REPEATS)
+            warm_up(session, spec.benchmarks[:1], progress, loops.warm_up(BENCHMARK_WARMUP_BUDGET_S))
+            results, outcome.baselines = run_benchmarks(session, base, spec.benchmarks, progress, popcorn, loops)
+            outcome.benchmarks = results
         elif mode == "leaderboard":
-            run_leaderboard(session, base, spec, progress, popcorn, outcome)
-        elif mode == "profile":
-            case = spec.benchmarks[0]
-            task = progress.add(f"profile {case_label(case.as_dict())}")
+            warm_up(session, spec.benchmarks, progress, loops.warm_up(RANKED_WARMUP_BUDGET_S))
+            results, outcome.baselines = run_benchmarks(session, base, spec.benchmarks, progress, popcorn, loops,
+                                                        label="rank ", stop_on_failure=True)
+            outcome.benchmarks = results
+            outcome.complete = outcome.complete and len(results) == len(spec.benchmarks)
+        else:  # profile: the first case
+            popcorn.benchmark_count(len(spec.benchmarks))
+            task = progress.add(f"profile {case_label(spec.benchmarks[0].as_dict())}")
             progress.start(task)
             trace.parent.mkdir(parents=True, exist_ok=True)
-            result = session.profile(case, str(trace))
+            result = session.profile(spec.benchmarks[0], str(trace))
             progress.finish(task, result)
-            popcorn.benchmark_count(1)
-            popcorn.profile(0, result, str(trace))
-            outcome.benchmarks = [result]
-        outcome.defence_s, outcome.timed_wall_s = session.defence_s, session.bench_wall_s
+            popcorn.profile(result)
+            results = outcome.benchmarks = [result]
+        outcome.defence_s += session.defence_s
+        outcome.timed_wall_s += session.bench_wall_s
+    passed = exit_code(results) == EXIT_OK
+    outcome.phases.append({"mode": mode, "limit_s": limit, "wall_s": round(time.perf_counter() - start, 3),
+                           "passed": passed})
+    return passed
+
+
+def run_mode(mode: str, spec, submission: Path, device: str, loops: dict, *, baseline: bool,
+             popcorn: PopcornWriter, trace: Path | None) -> RunOutcome:
+    """A mode as the contest runs it. The leaderboard mode of a task file is the contest's ranked run:
+    a test run, a benchmark run, then the leaderboard run, each stopping the next when it fails. Given
+    a plain cases file it is ``eval.py leaderboard`` alone. ``loops``: bounds per timed mode."""
+    phases = ("test", "benchmark", "leaderboard") if mode == "leaderboard" and not spec.cases_file else (mode,)
+    outcome = RunOutcome()
+    with make_progress() as progress:
+        for phase in phases:
+            # In a ranked run only the leaderboard run's benchmark lines are written (or a failed
+            # benchmark run's): the contest reads them from a separate run of its own.
+            quiet = phase == "benchmark" and len(phases) > 1
+            writer = PopcornWriter(None) if quiet else popcorn
+            passed = contest_run(phase, spec, submission, device, loops.get(phase), baseline=baseline,
+                                 popcorn=writer, progress=progress, trace=trace, outcome=outcome)
+            if not passed:
+                if quiet:
+                    popcorn.benchmark_count(len(spec.benchmarks))
+                    for index, result in enumerate(outcome.benchmarks):
+                        popcorn.benchmark(index, result)
+                outcome.complete = outcome.complete and phase == phases[-1]
+                break
     popcorn.check(exit_code(outcome.all_results()) == EXIT_OK and outcome.complete)
     return outcome
 
 
-def run_leaderboard(session, base, spec, progress, popcorn, outcome: RunOutcome) -> None:
-    """Tests, then every benchmark once (warm-up, checked), then the timed benchmarks; stop at the
-    first failure. A plain cases file's tests are its benchmarks, so the warm-up covers them."""
-    if spec.tests != spec.benchmarks:
-        outcome.tests = run_tests(session, spec.tests, progress, popcorn, stop_on_failure=True)
-        if exit_code(outcome.tests) != EXIT_OK or len(outcome.tests) < len(spec.tests):
-            outcome.complete = False
-            return
-    failure = warm_up(session, spec.benchmarks, progress)
-    if failure is not None:
-        index, result = failure
-        popcorn.benchmark_count(len(spec.benchmarks))
-        popcorn.benchmark(index, result)
-        outcome.benchmarks = [result]
-        outcome.complete = False
-        return
-    outcome.benchmarks, outcome.baselines = run_benchmarks(
-        session, base, spec.benchmarks, progress, popcorn,
-        budget_s=RANKED_BUDGET_S, max_repeats=RANKED_MAX_REPEATS, stop_on_failure=True)
-    outcome.complete = len(outcome.benchmarks) == len(spec.benchmarks)
-
-
 def evaluate(mode: str, *, casesfile, submission, specs, seed, json_path, baseline, device, popcorn_fd,
-             trace=None) -> int:
+             budget=None, max_repeats=None, max_inputs=None, quick=False, trace=None) -> int:
     """Everything a mode command does; returns the exit code."""
     seed = take_env_int("POPCORN_SEED", seed, "--seed")
     popcorn_fd = take_env_int("POPCORN_FD", popcorn_fd, "--popcorn-fd")
     if casesfile and specs:
         raise click.UsageError("give the cases file either as an argument or as --specs, not both")
     submission = resolve_submission(submission)
-    spec = load_spec_or_exit(casesfile or specs or default_spec_path())
+    spec = load_spec_or_exit(casesfile or specs or default_spec_path(quick))
     needed = "tests" if mode == "test" else "benchmarks"
     if not getattr(spec, needed):
         error_line("bad spec", f"{spec.path}: {needed}: {mode} mode needs at least one case")
@@ -311,11 +402,16 @@ def evaluate(mode: str, *, casesfile, submission, specs, seed, json_path, baseli
     device = resolve_device(device)
     if seed is not None:
         spec = spec.reseeded(seed)
+    loops = {timed: loop_bounds(timed, device, budget=budget, max_repeats=max_repeats, max_inputs=max_inputs,
+                                quick=quick)
+             for timed in ("benchmark", "leaderboard")}
+    loops["profile"] = loops["test"] = None
+    shown = loops.get(mode) or loops["benchmark"]
 
     started_at, start = utc_now(), time.perf_counter()
     warnings = lint_warnings(submission)
     try:
-        outcome = run_mode(mode, spec, submission, device, baseline=baseline, popcorn=popcorn,
+        outcome = run_mode(mode, spec, submission, device, loops, baseline=baseline, popcorn=popcorn,
                            trace=Path(trace) if trace else None)
     except SystemExit:
         raise
@@ -332,7 +428,8 @@ def evaluate(mode: str, *, casesfile, submission, specs, seed, json_path, baseli
                           tests=outcome.tests, benchmarks=outcome.benchmarks,
                           baselines=outcome.baselines, complete=outcome.complete,
                           defences={"seconds": round(outcome.defence_s, 3),
-                                    "timed_wall_s": round(outcome.timed_wall_s, 3)})
+                                    "timed_wall_s": round(outcome.timed_wall_s, 3)},
+                          phases=outcome.phases, settings=shown.as_dict())
     render_report(report, stdout)
     if mode == "profile":
         stdout.print(f"trace: {trace}")
@@ -366,7 +463,7 @@ def run_options(func):
                      help="The submission file defining custom_kernel(A) -> (H, tau)."),
         click.option("--specs", default=None,
                      help="Spec file (YAML task file or plain cases file). "
-                          "Default: specs/qr.yml with a GPU, specs/cpu.yml without."),
+                          "Default: specs/qr.yml with a GPU (--quick: specs/quick.yml), specs/cpu.yml without."),
         click.option("--seed", type=int, default=None,
                      help="Mix this into every case seed (s + (s+S)(s+S+1)//2). Default: $POPCORN_SEED."),
         click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
@@ -378,6 +475,18 @@ def run_options(func):
         click.option("--popcorn-fd", type=int, default=None,
                      help="Write the contest's key: value protocol to this file descriptor. "
                           "Default: $POPCORN_FD."),
+        click.option("--budget", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Seconds of timed calls per benchmark case (mean x runs, the contest's rule). "
+                          "Default: the contest's (10; leaderboard 30), 1 on CPU."),
+        click.option("--max-repeats", type=click.IntRange(min=1), default=None,
+                     help="Most timed repeats per benchmark case. Default: the contest's (200; leaderboard "
+                          "1000), 10 on CPU."),
+        click.option("--max-inputs", type=click.IntRange(min=1), default=None,
+                     help="Most distinct inputs per benchmark case. Default: the contest's (256 MiB of "
+                          "inputs, at most 50); on CPU as many as one pass of about 1 s holds."),
+        click.option("--quick", is_flag=True,
+                     help="A first try: specs/quick.yml (on CPU specs/cpu.yml, already small) and short "
+                          "timed loops (1 s, at most 20 repeats)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -394,15 +503,17 @@ def test(**options):
 @main.command()
 @run_options
 def benchmark(**options):
-    """Time every benchmark case (10 s budget, at most 200 repeats each)."""
+    """Time every benchmark case (the contest's loops: 10 s budget, at most 200 repeats each;
+    its first case is timed once before, as a warm-up)."""
     raise SystemExit(evaluate("benchmark", **options))
 
 
 @main.command()
 @run_options
 def leaderboard(**options):
-    """The ranked run: tests, a warm-up of every benchmark, then timed benchmarks
-    (30 s budget, at most 1000 repeats); stops at the first failure."""
+    """The ranked run. With a task file: a test run, a benchmark run, then the leaderboard run (every
+    case warmed up, then timed: 30 s budget, at most 1000 repeats), each with its own time limit;
+    stops at the first failure. With a plain cases file: the leaderboard run alone."""
     raise SystemExit(evaluate("leaderboard", **options))
 
 
@@ -456,22 +567,22 @@ def compare(submissions, specs, seed, json_path, device):
     device = resolve_device(device)
     if seed is not None:
         spec = spec.reseeded(seed)
+    loops = loop_bounds("benchmark", device, budget=None, max_repeats=None, max_inputs=None, quick=False)
     Session = session_class()
     names = [str(p) for p in paths]
     started_at, start = utc_now(), time.perf_counter()
     rows, per_submission = [], [[] for _ in paths]
     try:
         with contextlib.ExitStack() as stack:
-            progress = stack.enter_context(CaseProgress())
+            progress = stack.enter_context(make_progress())
             sessions = [stack.enter_context(Session(p, device, timeout_s=spec.benchmark_timeout))
                         for p in paths]
             for case in spec.benchmarks:
                 results = []
                 for name, session, collected in zip(names, sessions, per_submission):
-                    task = progress.add(f"{name}: {case_label(case.as_dict())}", total=BENCHMARK_MAX_REPEATS)
+                    task = progress.add(f"{name}: {case_label(case.as_dict())}", total=loops.max_repeats)
                     progress.start(task)
-                    result = session.benchmark(case, budget_s=BENCHMARK_BUDGET_S,
-                                               max_repeats=BENCHMARK_MAX_REPEATS,
+                    result = session.benchmark(case, **loops.benchmark_args(),
                                                on_progress=progress.advance_to(task))
                     progress.finish(task, result)
                     results.append(result)

@@ -4,7 +4,7 @@ When the contest runs ``eval.py <mode> <casesfile>`` it passes a descriptor in `
 and reads lines like::
 
     test-count: 2
-    test.0.spec: batch: 20; n: 32; cond: 1; seed: 53124; case: dense
+    test.0.spec: batch: 20; n: 32; cond: 1; seed: 53124
     test.0.status: pass
     test.0.message: ok: …
     benchmark-count: 1
@@ -62,7 +62,7 @@ class PopcornWriter:
 
     def test(self, index: int, result) -> None:
         """One test result (an ``eval.runner.CaseResult``)."""
-        self.log(f"test.{index}.spec", result.case.spec_str())
+        self.log(f"test.{index}.spec", result.case.contest_line())
         if result.status == "pass":
             self.log(f"test.{index}.status", "pass")
             self.log(f"test.{index}.message", result.message)
@@ -75,7 +75,7 @@ class PopcornWriter:
 
     def benchmark(self, index: int, result) -> None:
         """One benchmark result: its stats (ns per call) when it passed, else status and error."""
-        self.log(f"benchmark.{index}.spec", result.case.spec_str())
+        self.log(f"benchmark.{index}.spec", result.case.contest_line())
         if result.status == "pass" and result.stats is not None:
             for name in STATS_FIELDS:
                 self.log(f"benchmark.{index}.{name}", getattr(result.stats, name))
@@ -83,14 +83,12 @@ class PopcornWriter:
             self.log(f"benchmark.{index}.status", "fail")
             self.log(f"benchmark.{index}.error", result.message)
 
-    def profile(self, index: int, result, trace_path: str) -> None:
-        """A profiled case: its verdict and where the trace was saved."""
-        self.log(f"benchmark.{index}.spec", result.case.spec_str())
-        self.log(f"benchmark.{index}.status", "pass" if result.status == "pass" else "fail")
-        if result.status == "pass":
-            self.log(f"benchmark.{index}.trace", trace_path)
-        else:
-            self.log(f"benchmark.{index}.error", result.message)
+    def profile(self, result) -> None:
+        """The profiled (first) case, as the contest writes it: its spec, and status and error if it failed."""
+        self.log("benchmark.0.spec", result.case.contest_line())
+        if result.status != "pass":
+            self.log("benchmark.0.status", "fail")
+            self.log("benchmark.0.error", result.message)
 
     def check(self, passed: bool) -> None:
         self.log("check", "pass" if passed else "fail")

@@ -65,10 +65,17 @@ def _stats_dict(stats) -> dict | None:
             "err": float(stats.err), "best": float(stats.best), "worst": float(stats.worst)}
 
 
+def contest_entry(result) -> dict:
+    """The contest's eval.py's verdict beside ours: ``status`` (null: cannot be told from this run) and,
+    where this evaluator is stricter and that changed the outcome, why."""
+    return {"status": result.contest_verdict(), "stricter": result.stricter or None}
+
+
 def test_entry(result) -> dict:
     return {"spec": result.case.as_dict(), "status": result.status, "message": result.message,
             "factor_margin": result.factor_margin, "orth_margin": result.orth_margin,
-            "flags": list(result.flags), "wall_s": round(float(result.wall_s), 4)}
+            "flags": list(result.flags), "wall_s": round(float(result.wall_s), 4),
+            "contest": contest_entry(result)}
 
 
 def benchmark_entry(result, baseline=None) -> dict:
@@ -85,7 +92,7 @@ def benchmark_entry(result, baseline=None) -> dict:
     entry["speedup"] = base_mean / stats["mean"] if base_mean and stats and stats["mean"] > 0 else None
     # The entry's order follows the schema: spec, status, message, stats, gflops, baseline…, margins.
     order = ("spec", "status", "message", "stats", "gflops", "baseline_mean", "speedup",
-             "factor_margin", "orth_margin", "flags", "wall_s")
+             "factor_margin", "orth_margin", "flags", "wall_s", "contest")
     return {key: entry[key] for key in order}
 
 
@@ -103,10 +110,13 @@ def score_entry(tests: list[dict], benchmarks: list[dict], complete: bool = True
 
 def build_report(*, mode: str, submission, spec, seed, device: str, started_at: str, wall_s: float,
                  warnings: list[dict], tests: list, benchmarks: list, baselines: dict | None = None,
-                 complete: bool = True, defences: dict | None = None) -> dict:
+                 complete: bool = True, defences: dict | None = None, phases: list | None = None,
+                 settings: dict | None = None) -> dict:
     """The version-1 JSON report. ``tests`` / ``benchmarks`` are ``CaseResult``s; ``baselines``
     maps a benchmark's index to the reference's ``CaseResult`` for it; ``defences`` is the wall time
-    the integrity defences (fresh inputs, re-checks) cost inside the timed phases."""
+    the integrity defences (fresh inputs, re-checks) cost inside the timed phases; ``phases`` the
+    runs the mode made (the contest's modes, each with its own time limit); ``settings`` the timed
+    loops' bounds."""
     baselines = baselines or {}
     test_entries = [test_entry(r) for r in tests]
     bench_entries = [benchmark_entry(r, baselines.get(i)) for i, r in enumerate(benchmarks)]
@@ -124,6 +134,8 @@ def build_report(*, mode: str, submission, spec, seed, device: str, started_at: 
         "benchmarks": bench_entries,
         "score": score_entry(test_entries, bench_entries, complete),
         "defences": dict(defences or {"seconds": 0.0, "timed_wall_s": 0.0}),
+        "phases": list(phases or []),
+        "settings": dict(settings or {}),
     }
 
 
@@ -174,8 +186,9 @@ def _status_text(status: str) -> str:
 
 def report_table(report: dict) -> Table:
     table = Table(title=f"{report['mode']}: {report['submission']['path']} on {report['device']['name']}")
-    for column in ("kind", "case", "status", "mean ± err", "best", "GFLOP/s", "speed-up", "gate margin"):
-        table.add_column(column, justify="left" if column in ("kind", "case", "status") else "right")
+    for column in ("kind", "case", "status", "mean ± err", "best", "GFLOP/s", "speed-up", "gate margin",
+                   "contest"):
+        table.add_column(column, justify="left" if column in ("kind", "case", "status", "contest") else "right")
     for kind, entries in (("test", report["tests"]), ("bench", report["benchmarks"])):
         for entry in entries:
             stats = entry.get("stats")
@@ -184,8 +197,17 @@ def report_table(report: dict) -> Table:
             rate = f"{entry['gflops']:.2f}" if entry.get("gflops") is not None else "—"
             speedup = f"{entry['speedup']:.2f}×" if entry.get("speedup") is not None else "—"
             table.add_row(kind, case_label(entry["spec"]), _status_text(entry["status"]), mean, best,
-                          rate, speedup, _margin_text(gate_margin(entry)))
+                          rate, speedup, _margin_text(gate_margin(entry)), _contest_text(entry))
     return table
+
+
+def _contest_text(entry: dict) -> str:
+    """The contest's verdict where it differs from ours ("?" when it cannot be told), else "same"."""
+    contest = entry.get("contest") or {}
+    if not contest.get("stricter"):
+        return "[dim]same[/]"
+    status = contest.get("status")
+    return f"[bold yellow]{status or '?'}[/]"
 
 
 def render_report(report: dict, console: Console) -> None:
@@ -209,6 +231,17 @@ def render_report(report: dict, console: Console) -> None:
                       f"{len(report['benchmarks'])} benchmark means; {verdict}; wall {report['wall_s']:.1f} s")
     else:
         console.print(f"score: — ; {verdict}; wall {report['wall_s']:.1f} s")
+    for kind, entries in (("test", report["tests"]), ("benchmark", report["benchmarks"])):
+        for entry in entries:
+            contest = entry.get("contest") or {}
+            if contest.get("stricter"):
+                verdict = contest.get("status") or "cannot be told from this run"
+                console.print(f"[yellow]{kind} {case_label(entry['spec'])}: stricter than the contest "
+                              f"({contest['stricter']}); the contest's eval.py: {verdict}[/]", highlight=False)
+    for phase in report.get("phases") or []:
+        console.print(f"{phase['mode']} run: {phase['wall_s']:.1f} s of its {phase['limit_s']:g} s limit "
+                      f"(the contest's limit on the whole run, import included)"
+                      + ("" if phase["wall_s"] <= phase["limit_s"] else ": [magenta]exceeded[/]"), highlight=False)
     defences = report.get("defences") or {}
     if defences.get("timed_wall_s"):
         share = defences["seconds"] / defences["timed_wall_s"]

@@ -7,7 +7,12 @@ Two formats are accepted:
   ``benchmark_timeout`` and ``ranked_timeout`` (seconds);
 * the contest's plain cases file: one case a line, ``key: value`` pairs separated by ``;``
   (``batch: 640; n: 512; cond: 2; seed: 1029; case: mixed``).  It has no test/benchmark split:
-  the same list serves whichever mode runs.
+  the same list serves whichever mode runs.  As in the contest's eval.py, every line must be a
+  case: a blank line or a comment is an error.
+
+Each case keeps its line as the contest would print it in ``*.spec`` (``Case.line``): the file's
+own line, or for a YAML entry the line the contest's runner writes for it (``key: value`` joined
+by ``; ``, in the entry's order).
 
 Anything malformed raises ``SpecError`` with a one-line message naming the file, the line or
 entry, and the field.
@@ -17,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -29,7 +35,7 @@ REQUIRED_CASE_FIELDS = ("batch", "n", "cond", "seed")
 RANKINGS = ("geom",)
 TIMEOUT_FIELDS = ("test_timeout", "benchmark_timeout", "ranked_timeout")
 # Keys of the contest's task files that describe the task rather than the run; accepted, ignored.
-IGNORED_TASK_KEYS = ("files", "lang", "description", "config", "templates")
+IGNORED_TASK_KEYS = ("files", "lang", "description", "config", "templates", "gpus")
 YAML_SUFFIXES = (".yml", ".yaml")
 
 
@@ -44,10 +50,15 @@ class Case:
     cond: int
     seed: int
     case: str = "dense"
+    line: str | None = field(default=None, compare=False)  # as the contest prints it; see the module doc
 
     def spec_str(self) -> str:
         return (f"batch: {self.batch}; n: {self.n}; cond: {self.cond}; seed: {self.seed}; "
                 f"case: {self.case}")
+
+    def contest_line(self) -> str:
+        """The ``*.spec`` value the contest's eval.py writes: the case's line as given (seeds unmixed)."""
+        return self.line if self.line is not None else self.spec_str()
 
     def as_dict(self) -> dict:
         return {"batch": self.batch, "n": self.n, "cond": self.cond, "seed": self.seed,
@@ -67,6 +78,7 @@ class Spec:
     test_timeout: float = 240
     benchmark_timeout: float = 480
     ranked_timeout: float = 900
+    cases_file: bool = False  # a plain cases file (the contest's eval.py input), not a task file
 
     def reseeded(self, seed: int) -> "Spec":
         """The same spec with every case seed ``s`` replaced by ``mix_seed(s, seed)``."""
@@ -100,7 +112,7 @@ def _as_int(value, where: str, field: str) -> int:
     raise SpecError(f"{where}: {field}: expected an integer, got {value!r}")
 
 
-def make_case(fields: dict, where: str) -> Case:
+def make_case(fields: dict, where: str, line: str | None = None) -> Case:
     """Validate one case's fields (already split into key → value) and build the ``Case``."""
     for key in fields:
         if key not in CASE_FIELDS:
@@ -123,36 +135,42 @@ def make_case(fields: dict, where: str) -> Case:
     kind = fields.get("case", "dense")
     if not isinstance(kind, str) or kind.strip().lower() not in CASE_KINDS:
         raise SpecError(f"{where}: case: unknown case {kind!r} (expected one of {', '.join(CASE_KINDS)})")
-    return Case(batch=batch, n=n, cond=cond, seed=seed, case=kind.strip().lower())
+    return Case(batch=batch, n=n, cond=cond, seed=seed, case=kind.strip().lower(), line=line)
 
 
 # --------------------------------------------------------------------------------------------
 # The plain cases file
 # --------------------------------------------------------------------------------------------
 
+# One ``key: value`` part of a line, as the contest's eval.py accepts it: a key of letters, a value
+# of letters or a signed integer, spaces around either.
+_PART = re.compile(r"\s*([a-zA-Z]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
+
+
 def parse_case_line(line: str, where: str) -> Case:
     """One line of a plain cases file: ``batch: 20; n: 32; cond: 1; seed: 53124[; case: dense]``."""
     fields: dict[str, str] = {}
     for part in line.split(";"):
-        part = part.strip()
-        if not part:
-            continue
-        key, sep, value = part.partition(":")
-        key = key.strip()
-        if not sep or not key:
-            raise SpecError(f"{where}: {part!r}: expected 'key: value'")
+        matched = _PART.fullmatch(part)
+        if matched is None:
+            what = "empty part (a ';' too many?)" if not part.strip() else "expected 'key: value'"
+            raise SpecError(f"{where}: {part.strip()!r}: {what}")
+        key, value = matched.group(1), matched.group(2)
         if key in fields:
             raise SpecError(f"{where}: {key}: given twice")
-        fields[key] = value.strip()
-    return make_case(fields, where)
+        fields[key] = value
+    return make_case(fields, where, line=line)
 
 
 def parse_cases_text(text: str, path: str) -> list[Case]:
     cases = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            cases.append(parse_case_line(line, f"{path}:{number}"))
+    for number, line in enumerate(text.splitlines(), start=1):
+        where = f"{path}:{number}"
+        if not line.strip():
+            raise SpecError(f"{where}: blank line (the contest's eval.py exits 113 on it: every line must be a case)")
+        if line.lstrip().startswith("#"):
+            raise SpecError(f"{where}: comment line (the contest's eval.py exits 113 on it: every line must be a case)")
+        cases.append(parse_case_line(line, where))
     if not cases:
         raise SpecError(f"{path}: no cases (expected lines like 'batch: 20; n: 32; cond: 1; seed: 53124')")
     return cases
@@ -204,7 +222,8 @@ def _parse_yaml(text: str, path: str) -> dict:
             if not isinstance(entry, dict):
                 raise SpecError(f"{where}: expected a mapping of batch, n, cond, seed, case, "
                                 f"got {type(entry).__name__}")
-            cases.append(make_case({str(k): v for k, v in entry.items()}, where))
+            line = "; ".join(f"{k}: {v}" for k, v in entry.items())  # what the contest's runner writes
+            cases.append(make_case({str(k): v for k, v in entry.items()}, where, line=line))
         settings[name] = cases
     ranking = data.get("ranking_by", "geom")
     if ranking not in RANKINGS:
@@ -242,4 +261,4 @@ def load_spec(path) -> Spec:
         settings = _parse_yaml(text, shown)
         return Spec(path=shown, sha256=sha, **settings)
     cases = parse_cases_text(text, shown)
-    return Spec(path=shown, sha256=sha, tests=list(cases), benchmarks=list(cases))
+    return Spec(path=shown, sha256=sha, tests=list(cases), benchmarks=list(cases), cases_file=True)

@@ -12,6 +12,9 @@ import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The contest's own public files (eval.py, reference.py, task.py, task.yml, utils.py), unchanged, beside
+# the repository: loaded by the parity tests at test time, never copied into the project.
+CONTEST = Path(os.environ.get("QR_CONTEST_DIR", REPO_ROOT.parent / "shared" / "contest" / "qr_v2"))
 
 # tests/gpu/ holds checks that need a CUDA device; they are collected only where one exists.
 collect_ignore = [] if torch.cuda.is_available() else ["gpu"]

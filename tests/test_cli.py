@@ -4,6 +4,8 @@ bad input, compare and profile."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -116,3 +118,94 @@ def test_profile_saves_a_trace(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert trace.stat().st_size > 0
     assert f"trace: {trace}" in done.stdout
+
+
+# ---- the contest's limits, loops and ranked run ---------------------------------------------
+
+def write_submission(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text("import time\nimport torch\n\n" + body)
+    return path
+
+
+def test_the_mode_limit_covers_the_whole_run_import_included(tmp_path):
+    """The contest limits a whole run of a mode; every call here is fast, but the import and three
+    calls of 1.5 s each pass the 4 s test limit, so the run times out as the contest's would."""
+    submission = write_submission(tmp_path, "slowish.py", "time.sleep(1.5)\n\n\ndef custom_kernel(A):\n"
+                                                          "    time.sleep(1.5)\n    return torch.geqrf(A)\n")
+    spec = tiny_spec(tmp_path, test_timeout=4, tests=[f"{{batch: 1, n: 4, cond: 0, seed: {s}}}" for s in range(4)])
+    report_path = tmp_path / "r.json"
+    done = run_eval("test", "--submission", submission, "--specs", spec, "--json", report_path, timeout=120)
+    assert done.returncode == 114, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    statuses = [t["status"] for t in report["tests"]]
+    assert statuses[:1] == ["pass"] and statuses[-1] == "timeout", statuses
+    assert "not run: the run's 4 s limit (import included) was used up" in report["tests"][-1]["message"]
+    (phase,) = report["phases"]
+    assert phase["mode"] == "test" and phase["limit_s"] == 4 and phase["passed"] is False
+    assert "test run:" in done.stdout and "of its 4 s limit" in done.stdout
+
+
+def test_max_repeats_and_budget_bound_the_timed_loops_in_benchmark_and_leaderboard(tmp_path):
+    spec = tiny_spec(tmp_path)
+    slow = write_submission(tmp_path, "slow.py", "def custom_kernel(A):\n    time.sleep(0.05)\n"
+                                                 "    return torch.geqrf(A)\n")
+    # The contest's stop rule: past 2 repeats and 0.1 s, stop once mean x runs exceeds the budget.
+    for mode, submission, args, runs in (
+            ("benchmark", FIXTURES / "cli_geqrf.py", ["--max-repeats", "4"], {4}),
+            ("leaderboard", FIXTURES / "cli_geqrf.py", ["--max-repeats", "5"], {5}),
+            ("leaderboard", slow, ["--budget", "0.01", "--max-repeats", "50"], {3})):
+        report_path = tmp_path / f"{mode}.json"
+        done = run_eval(mode, "--submission", submission, "--specs", spec, "--json", report_path, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json.loads(report_path.read_text())
+        assert {b["stats"]["runs"] for b in report["benchmarks"]} == runs, (mode, args)
+
+
+def test_leaderboard_with_a_task_file_is_the_ranked_run_test_benchmark_leaderboard(tmp_path):
+    spec = tiny_spec(tmp_path)
+    report_path = tmp_path / "r.json"
+    done = run_eval("leaderboard", "--submission", FIXTURES / "cli_geqrf.py", "--specs", spec, "--json", report_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    assert [(p["mode"], p["limit_s"], p["passed"]) for p in report["phases"]] == [
+        ("test", 120, True), ("benchmark", 120, True), ("leaderboard", 900, True)]
+    assert len(report["tests"]) == 1 and len(report["benchmarks"]) == 1
+    # a failed test run stops the ranked run there
+    done = run_eval("leaderboard", "--submission", FIXTURES / "cli_wrong_tau.py", "--specs", spec,
+                    "--json", report_path)
+    assert done.returncode == 112
+    report = json.loads(report_path.read_text())
+    assert [p["mode"] for p in report["phases"]] == ["test"] and report["benchmarks"] == []
+
+
+def test_off_a_terminal_each_case_prints_a_line_as_it_finishes(tmp_path):
+    """Output is a pipe here: the first case's line must arrive while the second case still runs."""
+    submission = write_submission(tmp_path, "second_is_slow.py", "def custom_kernel(A):\n"
+                                  "    if A.shape[-1] == 9:\n        time.sleep(20)\n    return torch.geqrf(A)\n")
+    spec = tiny_spec(tmp_path, tests=("{batch: 2, n: 8, cond: 1, seed: 3}", "{batch: 2, n: 9, cond: 1, seed: 3}"))
+    process = subprocess.Popen([sys.executable, "-m", "eval", "test", "--submission", str(submission),
+                                "--specs", str(spec)], cwd=REPO_ROOT, env=clean_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        first = process.stdout.readline()
+        still_running = process.poll() is None
+    finally:
+        process.kill()
+        process.wait()
+    assert first.startswith("pass    test  b2 n8 c1 s3 dense"), first
+    assert still_running
+
+
+def test_loop_bounds_the_contests_cpu_and_quick():
+    from eval.cli import loop_bounds
+
+    def bounds(mode, device, **given):
+        options = {"budget": None, "max_repeats": None, "max_inputs": None, "quick": False, **given}
+        return tuple(loop_bounds(mode, device, **options).as_dict().values())
+
+    assert bounds("benchmark", "cuda") == (10.0, 200, None, None)
+    assert bounds("leaderboard", "cuda") == (30.0, 1000, None, None)
+    assert bounds("benchmark", "cuda", quick=True) == (1.0, 20, None, None)
+    assert bounds("leaderboard", "cpu") == (1.0, 10, None, 1.0)
+    assert bounds("leaderboard", "cuda", budget=2.0, max_repeats=7, max_inputs=3) == (2.0, 7, 3, None)

@@ -168,16 +168,86 @@ def test_non_finite_fails(bad):
     _fails(A, (H, tau2), "tau contains NaN or Inf")
 
 
-def test_wrong_form_fails_with_a_clear_message():
+# ---- the output's form: the contest's checker, rule by rule -----------------------------------
+# Each row: the rule, an output built from a good (H, tau), whether the contest's checker accepts it,
+# and a word its message must carry when refused. tests/test_parity.py runs the same rows through the
+# contest's own reference.py and asserts the same verdicts.
+
+class _Parameterish(torch.Tensor):
+    """A plain subclass of torch.Tensor (no overrides)."""
+
+
+def form_cases():
+    def nan_at(t, index):
+        t = t.clone()
+        t[index] = float("nan")
+        return t
+
+    return [
+        # (id, build(H, tau) -> output, contest accepts?, words in our message)
+        ("tuple-accepted", lambda H, tau: (H, tau), True, ()),
+        ("list-refused: the contest requires a tuple", lambda H, tau: [H, tau], False, ("tuple (H, tau)",)),
+        ("namedtuple-accepted: any tuple instance", lambda H, tau: _Pair(H, tau), True, ()),
+        ("three-refused: length must be 2", lambda H, tau: (H, tau, tau), False, ("tuple (H, tau)",)),
+        ("one-refused: length must be 2", lambda H, tau: (H,), False, ("tuple (H, tau)",)),
+        ("bare-tensor-refused", lambda H, tau: H, False, ("tuple (H, tau)",)),
+        ("parameter-accepted: any torch.Tensor instance",
+         lambda H, tau: (torch.nn.Parameter(H, requires_grad=False), torch.nn.Parameter(tau)), True, ()),
+        ("subclass-accepted: any torch.Tensor instance",
+         lambda H, tau: (H.as_subclass(_Parameterish), tau), True, ()),
+        ("numpy-refused: must be a torch.Tensor", lambda H, tau: (H.numpy(), tau), False, ("H must be a torch.Tensor",)),
+        ("H-shape-refused", lambda H, tau: (H[:, :-1], tau), False, ("H has shape",)),
+        ("tau-shape-refused", lambda H, tau: (H, tau[:, :-1]), False, ("tau has shape",)),
+        ("H-batch-refused", lambda H, tau: (H[:1], tau[:1]), False, ("H has shape",)),
+        ("H-float64-refused", lambda H, tau: (H.double(), tau), False, ("H has dtype torch.float64",)),
+        ("tau-float16-refused", lambda H, tau: (H, tau.half()), False, ("tau has dtype torch.float16",)),
+        ("H-device-refused", lambda H, tau: (H.to("meta"), tau), False, ("H is on meta",)),
+        ("H-nan-refused", lambda H, tau: (nan_at(H, (0, 1, 1)), tau), False, ("H contains NaN or Inf",)),
+        ("tau-inf-refused", lambda H, tau: (H, tau.clone().fill_(float("inf"))), False, ("tau contains NaN or Inf",)),
+        ("H-before-tau: H's NaN is named before tau's shape",
+         lambda H, tau: (nan_at(H, (0, 0, 0)), tau[:, :-1]), False, ("H contains NaN or Inf",)),
+        ("non-contiguous-accepted: no contiguity rule",
+         lambda H, tau: (H.mT.contiguous().mT, tau), True, ()),
+        ("wrong-values-refused: gates", lambda H, tau: (H, -tau), False, ("orthogonal",)),
+    ]
+
+
+class _Pair(tuple):
+    def __new__(cls, H, tau):
+        return super().__new__(cls, (H, tau))
+
+
+@pytest.mark.parametrize("name, build, accepted, words", form_cases(), ids=[c[0].split(":")[0] for c in form_cases()])
+def test_output_form_rule_agrees_with_the_contests_checker(name, build, accepted, words):
     A, H, tau = _good()
-    _fails(A, H, "tuple (H, tau)")
-    _fails(A, (H, tau, tau), "tuple (H, tau)")
-    _fails(A, (H[:, :-1], tau), "H has shape")
-    _fails(A, (H, tau[:, :-1]), "tau has shape")
-    _fails(A, (H.double(), tau), "H has dtype torch.float64")
-    _fails(A, (H, tau.half()), "tau has dtype")
-    _fails(A, (H.to("meta"), tau), "H is on meta")
-    _fails(A, (H.numpy(), tau), "H must be a torch.Tensor")
+    ok, message = ref.check_implementation(A, build(H, tau))
+    assert ok == accepted, message
+    for word in words:
+        assert word in message, message
+    if not accepted:
+        assert "\n" not in message
+
+
+def test_zero_matrix_passes_only_with_a_zero_residual():
+    """The contest's gate is ``residual > rtol · ‖A‖₁``: for A = 0 only an exact zero residual passes."""
+    A = torch.zeros(2, 6, 6)
+    H, tau = torch.geqrf(A)
+    assert ref.check_implementation(A, (H, tau))[0]
+    H = H.clone()
+    H[0, 0, 0] = 1e-30
+    ok, message = ref.check_implementation(A, (H, tau))
+    assert not ok and "factor residual" in message
+
+
+def test_band_is_masked_by_multiplication_negative_zeros_included():
+    """The contest multiplies by the band mask: a negative entry outside the band becomes -0.0."""
+    A = ref.generate_input(3, 70, 0, 5, "band", device="cpu")
+    bw = max(2, min(32, 70 // 32))
+    i = torch.arange(70)
+    outside = (i[:, None] - i[None, :]).abs() > bw
+    zeros = A[:, outside]
+    assert torch.all(zeros == 0)
+    assert torch.signbit(zeros).any() and (~torch.signbit(zeros)).any()
 
 
 def test_scaled_residual_definition():

@@ -56,7 +56,8 @@ def test_run(tiny_spec, tmp_path_factory):
 def test_report_has_every_top_level_field(benchmark_run, tiny_spec):
     _, report = benchmark_run
     assert list(report) == ["version", "mode", "submission", "spec", "seed", "device", "started_at",
-                            "wall_s", "warnings", "tests", "benchmarks", "score", "defences"]
+                            "wall_s", "warnings", "tests", "benchmarks", "score", "defences", "phases",
+                            "settings"]
     assert report["version"] == 1
     assert report["mode"] == "benchmark"
     assert report["submission"] == {"path": str(FIXTURES / "cli_geqrf.py"),
@@ -69,6 +70,11 @@ def test_report_has_every_top_level_field(benchmark_run, tiny_spec):
     assert report["tests"] == []
     defences = report["defences"]
     assert 0 < defences["seconds"] < defences["timed_wall_s"] <= report["wall_s"]
+    (phase,) = report["phases"]  # the contest limits the whole benchmark run: the spec's 120 s
+    assert phase["mode"] == "benchmark" and phase["limit_s"] == 120 and phase["passed"] is True
+    assert 0 < phase["wall_s"] <= report["wall_s"]
+    assert report["settings"] == {"budget_s": 1.0, "max_repeats": 10, "max_inputs": None,
+                                  "pass_budget_s": 1.0}  # a CPU run's bounds
 
 
 def test_report_device_names_versions(benchmark_run):
@@ -119,7 +125,9 @@ def test_test_report_records_seed_mixed_cases_margins_and_lint_warnings(test_run
     assert [t["spec"]["seed"] for t in report["tests"]] == [mix_seed(3, 7), mix_seed(4, 7)]
     assert [t["status"] for t in report["tests"]] == ["pass", "pass"]
     for entry in report["tests"]:
-        assert set(entry) == {"spec", "status", "message", "factor_margin", "orth_margin", "flags", "wall_s"}
+        assert set(entry) == {"spec", "status", "message", "factor_margin", "orth_margin", "flags", "wall_s",
+                              "contest"}
+        assert entry["contest"] == {"status": "pass", "stricter": None}
         assert 0 <= entry["factor_margin"] < 1
     assert report["benchmarks"] == []
     assert report["score"] == {"passed": True, "seconds": None, "us": None}
@@ -148,3 +156,14 @@ def test_table_shows_gate_margin_as_percentage_and_failure_reasons():
     assert "factor residual too large: matrix 0" in text
     assert "flags: clock-skew" in text
     assert "failed" in text
+
+
+def test_table_shows_the_contests_verdict_where_ours_is_stricter():
+    console = Console(record=True, width=250, color_system=None)
+    report = _report_with("fail", 0.1, "submission modified its input (output check passed: ok)")
+    report["tests"][0]["contest"] = {"status": "pass", "stricter": "input-modified: not checked by the contest"}
+    report["phases"] = [{"mode": "test", "limit_s": 240, "wall_s": 3.5, "passed": False}]
+    render_report(report, console)
+    text = console.export_text()
+    assert "stricter than the contest (input-modified: not checked by the contest); the contest's eval.py: pass" in text
+    assert "test run: 3.5 s of its 240 s limit" in text

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from conftest import FIXTURES, REPO_ROOT, run_eval
+from conftest import CONTEST, FIXTURES, REPO_ROOT, run_eval
 from eval.specs import CASE_KINDS, Case, SpecError, load_spec, mix_seed, parse_case_line
 
 
@@ -42,14 +42,31 @@ def test_yaml_defaults_when_timeouts_absent(tmp_path):
 
 
 def test_plain_cases_file_serves_as_tests_and_benchmarks(tmp_path):
-    text = ("# the contest's cases file\n"
-            "batch: 640; n: 512; cond: 2; seed: 1029; case: mixed\n"
-            "\n"
+    text = ("batch: 640; n: 512; cond: 2; seed: 1029; case: mixed\n"
             "batch: 20;n:32 ; cond: 1; seed: 53124\n")
     spec = load_spec(write(tmp_path, "cases.txt", text))
     expected = [Case(640, 512, 2, 1029, "mixed"), Case(20, 32, 1, 53124, "dense")]
     assert spec.tests == expected
     assert spec.benchmarks == expected
+    # *.spec values are the lines as written, as the contest's eval.py prints them
+    assert [c.contest_line() for c in spec.tests] == ["batch: 640; n: 512; cond: 2; seed: 1029; case: mixed",
+                                                       "batch: 20;n:32 ; cond: 1; seed: 53124"]
+
+
+def test_yaml_entries_keep_the_line_the_contests_runner_writes(tmp_path):
+    spec = load_spec(write(tmp_path, "t.yml", "tests:\n  - {n: 8, batch: 2, cond: 1, seed: 7, case: Band}\n"
+                                              "benchmarks:\n  - {batch: 3, n: 4, cond: 2, seed: 11}\n"))
+    assert spec.tests[0].contest_line() == "n: 8; batch: 2; cond: 1; seed: 7; case: Band"
+    assert spec.benchmarks[0].contest_line() == "batch: 3; n: 4; cond: 2; seed: 11"
+    assert spec.reseeded(5).benchmarks[0].contest_line() == "batch: 3; n: 4; cond: 2; seed: 11"  # seeds unmixed
+
+
+def test_the_contests_task_file_loads():
+    """The contest's own task.yml (with its 'gpus', 'files', 'description' keys) is a spec here."""
+    spec = load_spec(CONTEST / "task.yml")
+    ours = load_spec(REPO_ROOT / "specs" / "qr.yml")
+    assert spec.tests == ours.tests and spec.benchmarks == ours.benchmarks
+    assert (spec.test_timeout, spec.benchmark_timeout, spec.ranked_timeout) == (240, 480, 900)
 
 
 def test_case_strings_round_trip_through_the_plain_format():
@@ -122,7 +139,11 @@ BAD_SPECS = [
     ("plain_value.txt", "batch: 1; n: four; cond: 0; seed: 2\n", [":1", "n:", "integer"]),
     ("plain_case.txt", "batch: 1; n: 4; cond: 0; seed: 2; case: wiggly\n", [":1", "case", "wiggly"]),
     ("plain_form.txt", "batch 1; n: 4; cond: 0; seed: 2\n", [":1", "key: value"]),
-    ("empty.txt", "# nothing\n", ["no cases"]),
+    # The contest's eval.py exits 113 on each of these too (tests/test_parity.py runs it on them).
+    ("plain_blank.txt", "batch: 1; n: 4; cond: 0; seed: 2\n\nbatch: 1; n: 4; cond: 0; seed: 3\n", [":2", "blank line"]),
+    ("plain_comment.txt", "# cases\nbatch: 1; n: 4; cond: 0; seed: 2\n", [":1", "comment line"]),
+    ("plain_trailing.txt", "batch: 1; n: 4; cond: 0; seed: 2;\n", [":1", "empty part"]),
+    ("empty.txt", "", ["no cases"]),
 ]
 
 

@@ -62,9 +62,9 @@ def test_l2_flush_is_twice_the_cache():
     assert timing.l2_flush_bytes(0) == 2 * timing.L2_FALLBACK_BYTES
 
 
-def test_no_flush_buffer_on_cpu():
-    assert timing.make_l2_flush_buffer(torch.device("cpu")) is None
-    timing.flush_l2(None)  # a no-op, not an error
+def test_no_l2_fill_on_cpu():
+    fill = timing.make_l2_fill(torch.device("cpu"))
+    assert fill() is None  # a no-op, not an error
 
 
 def test_bound_clock_survives_a_patched_perf_counter(monkeypatch):

@@ -393,44 +393,61 @@ def test_our_submission_passes_with_no_flag(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 # n of the case -> (status, the one-line reason it must give); fault_at_call.py faults by n, and
-# the last case (n = 14) is honest: after six faults in a row a fresh child must still serve it.
+# the last case (n = 14) is honest: after five faults in a row a fresh child must still serve it.
 CALL_FAULTS = {
     "exception": (8, "fail", r"^ValueError: deliberate failure in the call \(fault_at_call\.py:\d+\)$"),
     "os-exit": (9, "fail", r"exited with code 3"),
     "segfault": (10, "fail", r"killed by SIGSEGV"),
     "out-of-memory": (11, "fail", r"^RuntimeError: .*(allocate|memory)"),
     "garbage-output": (12, "fail", r"expected a tuple \(H, tau\)"),
-    "hang": (13, "timeout", r"timed out after 5 s"),
     "next-case": (14, "pass", r"^ok: "),
 }
+# A hang uses up the run's time limit, as in the contest, whose runner kills the whole eval.py run:
+# the hung case and every later one are timeouts. (n = 13 hangs.)
+HANG_FAULTS = {
+    "hang": (13, "timeout", r"^timed out: the run's 5 s limit \(import included\) was reached during the call "
+                            r"\(child process killed\)$"),
+    "after-hang": (14, "timeout", r"^not run: the run's 5 s limit \(import included\) was used up$"),
+}
+
+
+def faults_run(tmp_path_factory, name: str, faults: dict, test_timeout: float):
+    tmp_path = tmp_path_factory.mktemp(name)
+    tests = "".join(f"  - {{batch: 2, n: {n}, cond: 1, seed: {4200 + n}}}\n" for n, _, _ in faults.values())
+    submission = install(tmp_path, "fault_at_call.py")
+    return evaluate(tmp_path, submission, "test", tests=tests, test_timeout=test_timeout), submission
 
 
 @pytest.fixture(scope="module")
 def call_faults_run(tmp_path_factory):
     """One evaluator run over a case per fault, then an honest case (run once for the module)."""
-    tmp_path = tmp_path_factory.mktemp("call_faults")
-    tests = "".join(f"  - {{batch: 2, n: {n}, cond: 1, seed: {4200 + n}}}\n" for n, _, _ in CALL_FAULTS.values())
-    submission = install(tmp_path, "fault_at_call.py")
-    return evaluate(tmp_path, submission, "test", tests=tests, test_timeout=5), submission
+    return faults_run(tmp_path_factory, "call_faults", CALL_FAULTS, test_timeout=120)
 
 
-@pytest.mark.parametrize("fault", list(CALL_FAULTS), ids=list(CALL_FAULTS))
-def test_fault_fails_its_case_with_a_clear_reason(fault, call_faults_run):
-    run, _ = call_faults_run
-    n, status, reason = CALL_FAULTS[fault]
+@pytest.fixture(scope="module")
+def hang_run(tmp_path_factory):
+    return faults_run(tmp_path_factory, "hang", HANG_FAULTS, test_timeout=5)
+
+
+@pytest.mark.parametrize("fault", list(CALL_FAULTS) + list(HANG_FAULTS), ids=list(CALL_FAULTS) + list(HANG_FAULTS))
+def test_fault_fails_its_case_with_a_clear_reason(fault, call_faults_run, hang_run):
+    run, _ = hang_run if fault in HANG_FAULTS else call_faults_run
+    n, status, reason = {**CALL_FAULTS, **HANG_FAULTS}[fault]
     result = next(t for t in run.report["tests"] if t["spec"]["n"] == n)
     assert result["status"] == status, result
     assert re.search(reason, result["message"]), result["message"]
     assert "\n" not in result["message"], result["message"]
 
 
-def test_faults_end_with_the_right_exit_code_and_nothing_left_running(call_faults_run):
-    run, submission = call_faults_run
-    assert run.code == EXIT_TIMEOUT, run.describe()  # a timeout outranks the other failures
+@pytest.mark.parametrize("which", ["faults", "hang"])
+def test_faults_end_with_the_right_exit_code_and_nothing_left_running(which, call_faults_run, hang_run):
+    run, submission = hang_run if which == "hang" else call_faults_run
+    faults = HANG_FAULTS if which == "hang" else CALL_FAULTS
+    assert run.code == (EXIT_TIMEOUT if which == "hang" else EXIT_FAIL), run.describe()
     assert "Traceback" not in run.stderr, run.describe()
-    assert [t["spec"]["n"] for t in run.report["tests"]] == [n for n, _, _ in CALL_FAULTS.values()]
+    assert [t["spec"]["n"] for t in run.report["tests"]] == [n for n, _, _ in faults.values()]
     pids = [int(p) for p in submission.with_suffix(".pids").read_text().split()]
-    assert len(set(pids)) == len(CALL_FAULTS), pids  # a fresh child after every fault
+    assert len(set(pids)) == (1 if which == "hang" else len(faults)), pids  # a fresh child after every fault
     assert not [pid for pid in pids if is_running(pid)], "a child process is still running"
 
 

@@ -181,7 +181,8 @@ def custom_kernel(A):
             log.write(json.dumps({"first": A.data_ptr() == _first_ptr, "ms": _read_time_ms()}) + "\\n")
     return torch.geqrf(A)
 """,
-    # The same detector, plus every way to switch the evaluator's flush off from inside the child.
+    # The same detector, plus every way to switch the L2 flush off from inside the child (the child's
+    # own fill, kept for the contest's shape, can be removed; the parent's flush cannot be reached).
     "l2-defeat": "PLACEHOLDER",  # filled below from l2-detector
     # An illegal memory access in a Triton kernel poisons the CUDA context for the n = 32 case.
     "illegal-access": """\
@@ -219,11 +220,11 @@ import gc
 import sys
 
 for _name, _module in list(sys.modules.items()):
-    if _name.startswith("eval") and hasattr(_module, "flush_l2"):
-        _module.flush_l2 = lambda buffer: None
+    if _name.startswith("eval") and hasattr(_module, "make_l2_fill"):
+        _module.make_l2_fill = lambda device: (lambda: None)
 for _obj in gc.get_objects():
-    if hasattr(type(_obj), "__dict__") and "flush_buffer" in getattr(_obj, "__dict__", {}):
-        _obj.flush_buffer = None
+    if hasattr(type(_obj), "__dict__") and "fill_l2" in getattr(_obj, "__dict__", {}):
+        _obj.fill_l2 = lambda: None  # the child's own fill: gone; the parent's flush is out of reach
 """, 1)
 
 
@@ -347,7 +348,7 @@ def l2_rows(folder: Path, device: str) -> list[tuple[str, str, str, bool]]:
             expected = "first call of a repeat reads cold (flush happened): ratio > 1.2"
             ok = ok if ok is not None else (control is not None and control > 1.2)
         else:
-            expected = "flush still happens despite patching: ratio >= 0.8 x detector's"
+            expected = "parent's flush still happens with the child's fill removed: ratio >= 0.8 x detector's"
             ok = ok if ok is not None else (control is not None and defeated is not None
                                             and defeated >= 0.8 * control)
         result.append((name, expected, observed, ok))
