@@ -28,7 +28,7 @@ reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per r
 passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
 Where the launches rather than the kernels set the time (a small input, or split panels with a launch per
 reflector), the launch chain of a (batch, n, device) is captured once as a CUDA graph and replayed
-(``_GraphedQR``).  On Hopper and newer every kernel is a programmatic dependent launch: it starts while its
+(``_GraphedQR``); a small matrix's single launch is made straight from its compiled kernel (``_LaunchedQR``).  On Hopper and newer every kernel is a programmatic dependent launch: it starts while its
 predecessor finishes and waits for it (``_follow``) before touching memory, which hides most of the launch
 latency of a chain of short kernels.
 
@@ -297,12 +297,17 @@ def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PE
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
 
 
+def _small_launch(A: torch.Tensor):
+    """Grid, constants and warps of a small matrix's whole-matrix QR: one program per matrix holds the matrix as
+    a single panel as wide as itself."""
+    width = triton.next_power_of_2(A.shape[-1])
+    return (A.shape[0],), dict(ROWS=width, NB=width, WRITE_GRAM=False), _panel_warps(width, width)
+
+
 def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
-    """Whole-matrix QR of A into H, one program per matrix: the matrix is a single panel as wide as itself."""
-    batch, n = A.shape[0], A.shape[-1]
-    width = triton.next_power_of_2(n)
-    _factor_panel[(batch,)](A, H, tau, tau, n, 0, ROWS=width, NB=width, WRITE_GRAM=False,
-                            num_warps=_panel_warps(width, width), **_dependent_launch(A.device))
+    """Whole-matrix QR of A into H, one program per matrix."""
+    grid, constants, warps = _small_launch(A)
+    _factor_panel[grid](A, H, tau, tau, A.shape[-1], 0, num_warps=warps, **constants, **_dependent_launch(A.device))
 
 
 def _update_chunks(rows: int, programs: int, target: int) -> int:
@@ -399,8 +404,8 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
 
 
 def _graphed(A: torch.Tensor) -> bool:
-    """Whether to replay a captured launch chain: a latency-bound input, or split panels (a launch per
-    reflector)."""
+    """Whether to replay a captured launch chain (of more than one launch: n > SMALL_N_MAX): a latency-bound
+    input, or split panels (a launch per reflector)."""
     return _latency_bound(A) or A.shape[-1] > MAX_REGISTER_PANEL_ROWS
 
 
@@ -439,7 +444,26 @@ class _GraphedQR:
         return self.H.clone(), self.tau.clone()
 
 
-_graphs = {}
+class _LaunchedQR:
+    """A small matrix's QR is one launch (``_factor_small``), compiled once for a (batch, n, device, alignment of
+    A) and then made straight from the compiled kernel: that skips Triton's per-call argument dispatch, most of
+    the host's time per call here, while the GPU's work is a few microseconds."""
+
+    def __init__(self, A: torch.Tensor):
+        grid, constants, warps = _small_launch(A)
+        constants["PDL"] = False  # one launch: nothing to overlap with
+        H, tau = _outputs(A)
+        kernel = _factor_panel.warmup(A, H, tau, tau, A.shape[-1], 0, grid=grid, num_warps=warps, **constants)
+        self.launch = kernel[grid + (1, 1)]
+        self.scalars = (A.shape[-1], 0, *constants.values())  # the compiled kernel takes them in the same order
+
+    def __call__(self, A: torch.Tensor):
+        H, tau = _outputs(A)
+        self.launch(A, H, tau, tau, *self.scalars)
+        return H, tau
+
+
+_prepared = {}  # (batch, n, device, whether A is 16-byte aligned) -> a _LaunchedQR or a _GraphedQR
 
 
 def custom_kernel(A: torch.Tensor):
@@ -447,11 +471,13 @@ def custom_kernel(A: torch.Tensor):
     if A.dim() != 3 or A.shape[-1] != A.shape[-2] or A.dtype != torch.float32:
         raise ValueError(f"expected float32 [batch, n, n], got {A.dtype} of shape {tuple(A.shape)}")
     A = A.contiguous()
-    if A.is_cuda and _graphed(A):
-        key = (A.shape[0], A.shape[-1], A.device)
-        if key not in _graphs:
-            _graphs[key] = _GraphedQR(A)
-        return _graphs[key](A)
+    small = A.shape[-1] <= SMALL_N_MAX
+    if A.is_cuda and (small or _graphed(A)):
+        # A compiled kernel assumes the alignment of the pointers it was compiled for (Triton specializes on it).
+        key = (A.shape[0], A.shape[-1], A.device, A.data_ptr() % 16 == 0)
+        if key not in _prepared:
+            _prepared[key] = _LaunchedQR(A) if small else _GraphedQR(A)
+        return _prepared[key](A)
     H, tau = _outputs(A)
     _factor(A, H, tau)
     return H, tau

@@ -1,0 +1,70 @@
+"""GPU-only: per-call time of QR entries when calls come back to back, as the contest times them (not collected
+by pytest).
+
+    python tests/gpu/host_bench.py [--cases B:N ...] ENTRY.py [ENTRY.py ...]
+
+For each case, the contest's number of distinct inputs (clamp(256 MiB / input bytes, 1, 50)) is made once; each
+repeat fills 256 MiB (the L2 flush), records a start event, calls the entry on every input back to back, records
+the end event; the per-call median and minimum of 30 repeats are printed, entries side by side.  Where the host's
+work per call exceeds the GPU's (small inputs), this is the number that moves when the host path changes; every
+output of the first pass is checked with reference.check_details.
+"""
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+import reference  # noqa: E402
+
+REPEATS = 30
+
+
+def load_entry(path: str):
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.custom_kernel
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("entries", nargs="+")
+    parser.add_argument("--cases", nargs="+", default=["20:32", "40:176"], help="batch:n pairs")
+    args = parser.parse_args()
+    kernels = {Path(p).stem: load_entry(p) for p in args.entries}
+    fill = torch.empty(256 * 2**20 // 8, dtype=torch.int64, device="cuda")
+    failures = 0
+    for case in args.cases:
+        batch, n = (int(v) for v in case.split(":"))
+        count = max(1, min(50, 256 * 2**20 // (batch * n * n * 4)))
+        inputs = [reference.generate_input(batch, n, 1, 43214 + 42 * (i + 1), device="cuda") for i in range(count)]
+        row = f"b{batch} n{n} x{count} inputs:"
+        for name, kernel in kernels.items():
+            outputs = [kernel(A) for A in inputs]
+            torch.cuda.synchronize()
+            bad = sum(not reference.check_details(A, out).ok for A, out in zip(inputs, outputs))
+            failures += bad
+            times = []
+            for _ in range(REPEATS):
+                torch.cuda.synchronize()
+                fill.fill_(42)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                outputs = [kernel(A) for A in inputs]
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end) * 1e3 / count)
+            row += f" | {name}: {'' if not bad else f'{bad} FAILED '}{statistics.median(times):.1f} us " \
+                   f"(min {min(times):.1f})"
+        print(row, flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
