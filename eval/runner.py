@@ -28,6 +28,7 @@ import torch.multiprocessing
 
 import reference
 from eval import child as child_module
+from eval.gates import fast_gates
 from eval.specs import Case
 from eval.timing import (Stats, compute_stats, cpu_time_exceeds_clock, is_clock_skew, is_implausibly_fast,
                          make_l2_fill, should_stop)
@@ -653,41 +654,6 @@ class Session:
     def defence_fraction(self) -> float:
         """Share of the timed phases' wall time spent on sign flips and re-checks."""
         return self.defence_s / self.bench_wall_s if self.bench_wall_s > 0 else 0.0
-
-
-def fast_gates(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per matrix, both gates' ratios (residual / allowed; at most 1 passes), fast on a GPU.
-
-    ``torch.linalg.householder_product`` runs one matrix at a time on CUDA; this uses batched float64
-    products only, for the Q that ``(H, tau)`` stands for, Q = I − V T Vᵀ with
-    T⁻¹ = striu(VᵀV) + diag(1/τ) (reflectors with τ = 0 are the identity and are left out). With
-    W = T Vᵀ (one triangular solve): QᵀA = A − Wᵀ(VᵀA), and QᵀQ − I = Wᵀ diag(d) W where
-    d_k = ‖v_k‖² − 2/τ_k, exactly. A matrix whose output is not finite gets ratio inf.
-
-    The contest forms Q in float32 (``householder_product``); its ratios differ from these by that
-    product's rounding, far below the gates, so a ratio above ``CONFIRM_ABOVE`` is re-checked by
-    ``reference.check_details`` before any verdict (see ``_BenchState.check``).
-    """
-    n = A.shape[-1]
-    H64, tau64, A64 = H.double(), tau.double(), A.double()
-    finite = torch.isfinite(H64).flatten(1).all(1) & torch.isfinite(tau64).all(1)
-    H64 = torch.nan_to_num(H64, nan=0.0, posinf=0.0, neginf=0.0)
-    tau64 = torch.nan_to_num(tau64, nan=0.0, posinf=0.0, neginf=0.0)
-    eye = torch.eye(n, dtype=torch.float64, device=A.device)
-    active = tau64 != 0
-    V = (torch.tril(H64, -1) + eye) * active.unsqueeze(-2)
-    inv_tau = torch.where(active, 1 / torch.where(active, tau64, 1.0), 1.0)
-    G = V.mT @ V
-    W = torch.linalg.solve_triangular(torch.triu(G, 1) + torch.diag_embed(inv_tau), V.mT, upper=True)
-    d = torch.where(active, torch.diagonal(G, dim1=-2, dim2=-1) - 2 * inv_tau, 0.0)
-    unit = reference.EPS32 * n
-    factor_res = reference.norm1(torch.triu(H64) - (A64 - W.mT @ (V.mT @ A64)))
-    allowed = (reference.FACTOR_RTOL * unit * reference.norm1(A64)).clamp(min=torch.finfo(torch.float64).tiny)
-    factor = torch.where(factor_res == 0, 0.0, factor_res / allowed)
-    orth = reference.norm1(W.mT @ (d.unsqueeze(-1) * W)) / (reference.ORTH_RTOL * unit)
-    inf = torch.tensor(math.inf, dtype=torch.float64, device=A.device)
-    return (torch.where(finite, factor, inf).nan_to_num(nan=math.inf),
-            torch.where(finite, orth, inf).nan_to_num(nan=math.inf))
 
 
 def fault_result(case: Case, kind: str, fault: CaseFault, start: float) -> CaseResult:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import reference
-from eval.runner import CONFIRM_ABOVE, Session, bench_input_count, bench_seeds, fast_gates, flip_row_signs
+from eval.runner import Session, bench_input_count, bench_seeds, flip_row_signs
 from eval.specs import Case
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -116,26 +116,6 @@ def test_sign_flips_change_every_matrix_exactly():
     assert torch.all((ratio == row_sign) | (A == 0))  # whole rows flip together
     for a, f in zip(A, flipped):
         assert not torch.equal(a, f)  # every matrix changes
-
-
-@pytest.mark.parametrize("case", reference.CASES)
-def test_fast_gates_agree_with_the_contest_check(case):
-    for n in (1, 5, 24):
-        A = reference.generate_input(4, n, 2, 9, case, device="cpu")
-        H, tau = torch.geqrf(A)
-        other = torch.geqrf(reference.generate_input(4, n, 2, 10, case, device="cpu"))  # a replayed output
-        outputs = {"geqrf": (H, tau), "negated tau": (H, -tau),
-                   "perturbed R": (H + torch.triu(torch.full_like(H, 1e-3)), tau), "replayed": other,
-                   "NaN": (H.masked_fill(torch.eye(n, dtype=torch.bool), float("nan")), tau)}
-        for name, (h, t) in outputs.items():
-            exact = reference.check_details(A, (h, t))
-            factor, orth = fast_gates(A, h, t)
-            factor_margin, orth_margin = float(factor.max()), float(orth.max())
-            assert (max(factor_margin, orth_margin) <= 1) == exact.ok, (case, n, name, exact.message)
-            if exact.ok:  # same gates: margins agree to within float32 rounding of the contest's Q,
-                # far below CONFIRM_ABOVE, above which the contest's check is asked
-                assert abs(factor_margin - exact.factor_margin) < 0.1 * CONFIRM_ABOVE
-                assert abs(orth_margin - exact.orth_margin) < 0.1 * CONFIRM_ABOVE
 
 
 # ---- faults: each fails with a clear reason, and the next case runs in a fresh child ------------

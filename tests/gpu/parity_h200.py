@@ -181,7 +181,8 @@ def step_gates(out: Path, budget: Budget, state: dict) -> None:
     import torch
 
     import reference
-    from eval.runner import bench_input_count, bench_seeds, fast_gates
+    from eval.gates import fast_gates
+    from eval.runner import bench_input_count, bench_seeds
     from eval.specs import load_spec
 
     ours = state.get("ours") or state.get("make_bench") or {}
