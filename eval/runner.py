@@ -61,6 +61,10 @@ class CaseResult:
     # and the verdict the contest would give ("pass"/"fail"; None: it cannot be told from this run).
     stricter: str = ""
     contest_status: str | None = None
+    # Benchmark only: timed repeats charged with device time after their end event (work left running on
+    # another stream; the contest's eval.py does not charge it), and that time per call, over all repeats.
+    late_repeats: int = 0
+    late_ns: float = 0.0
 
     def contest_verdict(self) -> str | None:
         """The contest's eval.py's verdict on this case: the same as ours unless ``stricter`` says otherwise."""
@@ -118,13 +122,14 @@ def take_reply(pending: bytearray):
     return message
 
 
-def timing_reply(payload) -> tuple[float, float]:
-    """``(event_ns, host_ns)`` from a timed repeat's reply, which must hold two finite times ≥ 0."""
+def timing_reply(payload) -> tuple[float, float, float]:
+    """``(event_ns, host_ns, late_ns)`` from a timed repeat's reply: finite times ≥ 0, the late time (device
+    time after the end event, already inside ``event_ns``) at most the event time; absent means 0."""
     try:
-        times = float(payload["event_ns"]), float(payload["host_ns"])
-    except (TypeError, KeyError, ValueError):
+        times = float(payload["event_ns"]), float(payload["host_ns"]), float(payload.get("late_ns", 0.0))
+    except (TypeError, KeyError, ValueError, AttributeError):
         times = None
-    if times is None or not all(math.isfinite(t) and t >= 0 for t in times):
+    if times is None or not all(math.isfinite(t) and t >= 0 for t in times) or times[2] > times[0]:
         raise CaseFault("fail", f"the child's timing reply was malformed: {str(payload)[:80]}")
     return times
 
@@ -595,6 +600,7 @@ class Session:
             if problem:
                 return fail("fail", problem)
             durations = []
+            late = []  # per repeat and call, the part of durations that is device time after the end event
             child_cpu_ns = 0.0
             self.last_repeat_times = []
             timed_start = time.perf_counter()
@@ -612,8 +618,9 @@ class Session:
                 cpu_after = process_cpu_ns(pid) if cpu_before is not None else None
                 if cpu_after is not None:
                     child_cpu_ns += cpu_after - cpu_before
-                event_ns, host_ns = timing_reply(payload)
+                event_ns, host_ns, late_ns = timing_reply(payload)
                 durations.append(event_ns / count)
+                late.append(late_ns / count)
                 self.last_repeat_times.append((event_ns, host_ns))
                 skewed = is_clock_skew(event_ns, host_ns) or is_implausibly_fast(event_ns, round_trip_ns)
                 if skewed and "clock-skew" not in bench.flags:
@@ -643,9 +650,14 @@ class Session:
             return fail("fail", f"{INPUT_MODIFIED} (outputs passed every check)",
                         "input-modified: the contest's eval.py does not look at the input after the call")
         message = f"ok: {count} inputs x {stats.runs} timed repeats, every output checked"
+        late_repeats = sum(1 for t in late if t > 0)
+        if late_repeats:
+            message += (f"; device time after the end event charged on {late_repeats} of them "
+                        f"({sum(late) / len(late) / 1e3:.3g} µs per call on average)")
         result = CaseResult(case, "benchmark", "pass", message, stats=stats,
                             factor_margin=bench.factor_margin, orth_margin=bench.orth_margin,
-                            flags=bench.flags, wall_s=time.perf_counter() - start)
+                            flags=bench.flags, wall_s=time.perf_counter() - start,
+                            late_repeats=late_repeats, late_ns=sum(late) / len(late))
         if result.flags:
             result.stricter = f"flagged {', '.join(result.flags)}: the contest's eval.py has no such check"
             result.contest_status = "pass"

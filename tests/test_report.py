@@ -103,6 +103,7 @@ def test_benchmark_entry_has_stats_gflops_speedup_and_margins(benchmark_run):
     assert entry["speedup"] == pytest.approx(entry["baseline_mean"] / stats["mean"])
     assert 0 <= entry["factor_margin"] < 1 and 0 <= entry["orth_margin"] < 1
     assert entry["flags"] == []
+    assert entry["late"] == {"repeats": 0, "ns_per_call": 0.0}  # nothing runs after a CPU call returns
     assert entry["wall_s"] > 0
     score = report["score"]
     assert score["passed"] is True

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import reference
-from eval.runner import Session, bench_input_count, bench_seeds, flip_row_signs
+from eval.runner import CaseFault, Session, bench_input_count, bench_seeds, flip_row_signs, timing_reply
 from eval.specs import Case
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -331,6 +331,16 @@ def test_patching_the_child_class_after_import_changes_nothing():
         result = session.benchmark(SMALL, budget_s=10, max_repeats=3)
     assert result.status == "pass", result.message
     assert result.stats.best > 1000  # honest times: a call takes microseconds, not a nanosecond
+
+
+def test_timing_reply_reads_the_late_time_and_refuses_impossible_ones():
+    assert timing_reply({"event_ns": 5e3, "host_ns": 9e3}) == (5e3, 9e3, 0.0)  # no late time: none charged
+    assert timing_reply({"event_ns": 5e3, "host_ns": 9e3, "late_ns": 2e3}) == (5e3, 9e3, 2e3)
+    for bad in ({"event_ns": 5e3, "host_ns": 9e3, "late_ns": 6e3},  # more late time than the whole repeat
+                {"event_ns": 5e3, "host_ns": 9e3, "late_ns": -1.0}, {"event_ns": float("nan"), "host_ns": 1.0},
+                {"event_ns": 1.0}, [1.0, 2.0], None):
+        with pytest.raises(CaseFault, match="timing reply was malformed"):
+            timing_reply(bad)
 
 
 def test_forged_timing_reply_is_flagged_by_the_parent_round_trip():
