@@ -91,9 +91,10 @@ def benchmark_entry(result, baseline=None) -> dict:
     entry["baseline_mean"] = base_mean
     entry["speedup"] = base_mean / stats["mean"] if base_mean and stats and stats["mean"] > 0 else None
     entry["late"] = {"repeats": int(result.late_repeats), "ns_per_call": float(result.late_ns)}
+    entry["times_ns"] = [round(float(t), 1) for t in result.times_ns] if stats else []
     # The entry's order follows the schema: spec, status, message, stats, gflops, baseline…, margins.
     order = ("spec", "status", "message", "stats", "gflops", "baseline_mean", "speedup",
-             "factor_margin", "orth_margin", "flags", "late", "wall_s", "contest")
+             "factor_margin", "orth_margin", "flags", "late", "times_ns", "wall_s", "contest")
     return {key: entry[key] for key in order}
 
 

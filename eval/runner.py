@@ -65,6 +65,7 @@ class CaseResult:
     # another stream; the contest's eval.py does not charge it), and that time per call, over all repeats.
     late_repeats: int = 0
     late_ns: float = 0.0
+    times_ns: list[float] = field(default_factory=list)  # benchmark only: per call, each timed repeat in order
 
     def contest_verdict(self) -> str | None:
         """The contest's eval.py's verdict on this case: the same as ours unless ``stricter`` says otherwise."""
@@ -657,7 +658,7 @@ class Session:
         result = CaseResult(case, "benchmark", "pass", message, stats=stats,
                             factor_margin=bench.factor_margin, orth_margin=bench.orth_margin,
                             flags=bench.flags, wall_s=time.perf_counter() - start,
-                            late_repeats=late_repeats, late_ns=sum(late) / len(late))
+                            late_repeats=late_repeats, late_ns=sum(late) / len(late), times_ns=list(durations))
         if result.flags:
             result.stricter = f"flagged {', '.join(result.flags)}: the contest's eval.py has no such check"
             result.contest_status = "pass"

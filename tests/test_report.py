@@ -104,6 +104,10 @@ def test_benchmark_entry_has_stats_gflops_speedup_and_margins(benchmark_run):
     assert 0 <= entry["factor_margin"] < 1 and 0 <= entry["orth_margin"] < 1
     assert entry["flags"] == []
     assert entry["late"] == {"repeats": 0, "ns_per_call": 0.0}  # nothing runs after a CPU call returns
+    times = entry["times_ns"]  # every timed repeat in order: what the stats summarise
+    assert len(times) == stats["runs"]
+    assert min(times) == pytest.approx(stats["best"], abs=0.1) and max(times) == pytest.approx(stats["worst"], abs=0.1)
+    assert sum(times) / len(times) == pytest.approx(stats["mean"], rel=1e-6)
     assert entry["wall_s"] > 0
     score = report["score"]
     assert score["passed"] is True
