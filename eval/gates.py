@@ -17,8 +17,9 @@ so the orthogonality residual comes without the cancellation of forming QᵀQ an
 
 T is the inverse of an upper triangular matrix, built bottom-up from its diagonal blocks:
 inv([[M11, M12], [0, M22]]) = [[T11, −T11 M12 T22], [0, T22]]; the leaves are small triangular solves, every
-level above them is two batched products. Everything is a batched product (at the float64 rate of the
-tensor cores on a Hopper GPU); the whole re-check is about 10 n³ flops per matrix.
+level above them is two batched products (a T smaller than SOLVE_BELOW is one triangular solve, cheaper
+there). Everything else is a batched product, at the float64 rate of the tensor cores on a Hopper GPU; the
+whole re-check is about 10 n³ flops per matrix.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def upper_triangular_inverse(M: torch.Tensor) -> torch.Tensor:
 
 
 def fast_gates(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per matrix of ``A``, ``H`` ``[count, n, n]`` and ``tau`` ``[count, n]``, both gates' ratios (residual / allowed; at most 1 passes), fast on a GPU.
+    """Per matrix of ``A``, ``H`` ``[count, n, n]`` and ``tau`` ``[count, n]``, both gates' ratios
+    (residual / allowed; at most 1 passes), fast on a GPU.
 
     The contest forms Q in float32 (``householder_product``); its ratios differ from these by that
     product's rounding, far below the gates, so a caller re-checks a ratio near a gate with
