@@ -2,7 +2,7 @@
 the cost of our checks, and the integrity table. Not collected by pytest.
 
     python tests/gpu/parity_h200.py --contest DIR [--out DIR] [--budget-s 480] [--steps ...] [--spec PATH]
-                                    [--submission PATH]
+                                    [--submission PATH] [--rounds K]
 
 DIR holds the contest's public files (eval.py, reference.py, task.py, utils.py), e.g. a copy of
 ../shared/contest/qr_v2 made inside the repository (``.contest/`` is git-ignored) and carried to the
@@ -15,6 +15,9 @@ GPU machine. Logs and reports go to --out (default: $OUT if set, else results/pa
   gates      one fast_gates pass per benchmark shape vs one timed region of ours: what a re-check costs
   ours       `python -m eval benchmark` on the same cases file (skipped when the time left is short:
              make eval's benchmark run, on the same cases, stands in)
+  rounds     only when named in --steps: --rounds (default 3) alternating runs of the contest's eval.py and
+             ours on the same cases file; per case each side's mean over the rounds, its spread from run
+             to run, and whether the ratio is within 2 % and within that spread
 
 --spec (default specs/qr.yml) is the spec for every step. On a machine without a GPU the script runs
 too (a check of the script itself: --spec specs/cpu.yml, and tests/fixtures/contest_cpu_shim on
@@ -38,7 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-STEPS = ("make", "contest", "integrity", "gates", "ours")
+STEPS = ("make", "contest", "integrity", "gates", "ours", "rounds")
+DEFAULT_STEPS = STEPS[:-1]  # "rounds" only when asked for: it takes several benchmark runs on each side
 SHARE_S = {"make": 170, "contest": 210, "ours": 120, "gates": 30, "integrity": 240}  # at most, each
 MIN_OURS_LEFT_S = 100  # run "ours" only if this much of the budget is left when it would start
 
@@ -139,26 +143,42 @@ def read_protocol(path: Path) -> dict:
     return values
 
 
-def step_contest(out: Path, budget: Budget, state: dict, contest: Path) -> None:
-    cases = cases_file(out, state)
+def run_contest(out: Path, cases: Path, contest: Path, submission: Path, timeout_s: float, name: str):
+    """The contest's eval.py benchmark on ``cases`` (a copy of its files with ``submission`` beside them):
+    (its protocol values, exit code or None on timeout, wall seconds); the protocol in ``out/NAME.popcorn``."""
     folder = Path(tempfile.mkdtemp(prefix="contest_", dir=out))
-    for name in ("eval.py", "reference.py", "task.py", "utils.py"):
-        shutil.copy(contest / name, folder / name)
-    shutil.copy(state["submission"], folder / "submission.py")
-    protocol = out / "contest_benchmark.popcorn"
+    for file in ("eval.py", "reference.py", "task.py", "utils.py"):
+        shutil.copy(contest / file, folder / file)
+    shutil.copy(submission, folder / "submission.py")
+    protocol = out / f"{name}.popcorn"
     fd = os.open(protocol, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        code, wall = run_logged([sys.executable, "eval.py", "benchmark", str(cases)], out / "contest_benchmark.log",
-                                budget.slice("contest"), env=clean_env(POPCORN_FD=str(fd)), cwd=folder,
-                                pass_fds=(fd,))
+        code, wall = run_logged([sys.executable, "eval.py", "benchmark", str(cases)], out / f"{name}.log",
+                                timeout_s, env=clean_env(POPCORN_FD=str(fd)), cwd=folder, pass_fds=(fd,))
     finally:
         os.close(fd)
-    values = read_protocol(protocol)
+    return read_protocol(protocol), code, wall
+
+
+def run_ours(out: Path, cases: Path, submission: Path, timeout_s: float, name: str):
+    """``python -m eval benchmark`` on ``cases``: (its JSON report or None, exit code or None, wall seconds)."""
+    report = out / f"{name}.json"
+    code, wall = run_logged([sys.executable, "-m", "eval", "benchmark", str(cases), "--submission", str(submission),
+                             "--json", str(report)], out / f"{name}.log", timeout_s, env=clean_env())
+    return read_json(report), code, wall
+
+
+def exit_text(code) -> str:
+    return str(code) if code is not None else "TIMEOUT"
+
+
+def step_contest(out: Path, budget: Budget, state: dict, contest: Path) -> None:
+    values, code, wall = run_contest(out, cases_file(out, state), contest, state["submission"],
+                                     budget.slice("contest"), "contest_benchmark")
     state["contest"] = values
     count = int(values.get("benchmark-count", 0) or 0)
     done = sum(1 for i in range(count) if f"benchmark.{i}.mean" in values or f"benchmark.{i}.status" in values)
-    say(f"contest eval.py benchmark: exit {code if code is not None else 'TIMEOUT'}, wall {wall:.1f} s, "
-        f"{done}/{count} cases reported")
+    say(f"contest eval.py benchmark: exit {exit_text(code)}, wall {wall:.1f} s, {done}/{count} cases reported")
     if code not in (0,):
         say(tail(out / "contest_benchmark.log"))
 
@@ -167,13 +187,56 @@ def step_ours(out: Path, budget: Budget, state: dict) -> None:
     if budget.left() < MIN_OURS_LEFT_S:
         say(f"ours: skipped ({budget.left():.0f} s left); make eval's benchmark run stands in")
         return
-    report = out / "ours_benchmark.json"
-    code, wall = run_logged([sys.executable, "-m", "eval", "benchmark", str(cases_file(out, state)), "--submission",
-                             str(state["submission"]), "--json", str(report)], out / "ours_benchmark.log",
-                            budget.slice("ours"), env=clean_env())
-    state["ours"] = read_json(report)
-    say(f"ours: python -m eval benchmark on the same cases file: exit {code if code is not None else 'TIMEOUT'}, "
-        f"wall {wall:.1f} s")
+    state["ours"], code, wall = run_ours(out, cases_file(out, state), state["submission"], budget.slice("ours"),
+                                         "ours_benchmark")
+    say(f"ours: python -m eval benchmark on the same cases file: exit {exit_text(code)}, wall {wall:.1f} s")
+
+
+def step_rounds(out: Path, budget: Budget, state: dict, contest: Path, rounds: int) -> None:
+    """``rounds`` alternating runs of the contest's eval.py and ours on the benchmark cases (ours first in odd
+    rounds, so that a drift of the machine falls on both sides), to compare the means against each side's
+    own spread from run to run."""
+    cases = cases_file(out, state)
+    folder = out / "rounds"
+    folder.mkdir(exist_ok=True)
+    state["rounds"] = {"contest": [], "ours": []}
+    for r in range(rounds):
+        for side in (("contest", "ours") if r % 2 == 0 else ("ours", "contest")):
+            runs_left = 2 * rounds - len(state["rounds"]["contest"]) - len(state["rounds"]["ours"])
+            timeout_s = max(10.0, min(SHARE_S["contest"], budget.left() / runs_left))
+            if side == "contest":
+                result, code, wall = run_contest(folder, cases, contest, state["submission"], timeout_s,
+                                                 f"contest_{r}")
+            else:
+                result, code, wall = run_ours(folder, cases, state["submission"], timeout_s, f"ours_{r}")
+            state["rounds"][side].append(result or {})
+            say(f"  round {r + 1} {side}: exit {exit_text(code)}, wall {wall:.1f} s")
+
+
+def rounds_summary(state: dict) -> None:
+    """Per case: each side's mean over the rounds and its spread (largest / smallest round mean − 1), the
+    ratio of the two means, and whether it is within 2 % and within the larger of the two spreads."""
+    from eval.specs import load_spec
+
+    rounds = state.get("rounds")
+    if not rounds:
+        return
+    say(f"per case over {len(rounds['ours'])} rounds a side (mean of the rounds' means; spread = max/min − 1):")
+    say(f"  {'case':34} {'ours ms':>9} {'spread':>7} {'contest ms':>10} {'spread':>7} {'ratio':>7}  "
+        "within 2%  within spread")
+    for i, case in enumerate(load_spec(state["spec"]).benchmarks):
+        ours = [r["benchmarks"][i]["stats"]["mean"] / 1e6 for r in rounds["ours"]
+                if i < len(r.get("benchmarks", [])) and r["benchmarks"][i].get("stats")]
+        contest = [float(v[f"benchmark.{i}.mean"]) / 1e6 for v in rounds["contest"] if v.get(f"benchmark.{i}.mean")]
+        label = f"b{case.batch} n{case.n} c{case.cond} {case.case}"
+        if not ours or not contest:
+            say(f"  {label:34} (missing: ours {len(ours)}, contest {len(contest)} rounds with a mean)")
+            continue
+        o, c = sum(ours) / len(ours), sum(contest) / len(contest)
+        o_spread, c_spread = max(ours) / min(ours) - 1, max(contest) / min(contest) - 1
+        ratio = o / c
+        say(f"  {label:34} {o:9.3f} {100 * o_spread:6.1f}% {c:10.3f} {100 * c_spread:6.1f}% {ratio:7.3f}  "
+            f"{'yes' if abs(ratio - 1) <= 0.02 else 'no':9}  {'yes' if abs(ratio - 1) <= max(o_spread, c_spread) else 'no'}")
 
 
 def step_gates(out: Path, budget: Budget, state: dict) -> None:
@@ -274,7 +337,8 @@ def main() -> int:
     parser.add_argument("--contest", required=True, type=Path, help="folder with the contest's eval.py etc.")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or ROOT / "results"))
     parser.add_argument("--budget-s", type=float, default=480.0, help="soft limit on the whole script")
-    parser.add_argument("--steps", nargs="*", choices=STEPS, default=list(STEPS))
+    parser.add_argument("--steps", nargs="*", choices=STEPS, default=list(DEFAULT_STEPS))
+    parser.add_argument("--rounds", type=int, default=3, help="alternating runs per side in the rounds step")
     parser.add_argument("--spec", type=Path, default=ROOT / "specs" / "qr.yml")
     parser.add_argument("--submission", type=Path, default=ROOT / "submission.py")
     args = parser.parse_args()
@@ -293,6 +357,8 @@ def main() -> int:
         try:
             if step == "contest":
                 step_contest(out, budget, state, contest)
+            elif step == "rounds":
+                step_rounds(out, budget, state, contest, max(1, args.rounds))
             else:
                 {"make": step_make, "ours": step_ours, "gates": step_gates, "integrity": step_integrity}[step](
                     out, budget, state)
@@ -302,6 +368,7 @@ def main() -> int:
             summary(state)
     if "ours" in state:
         summary(state)
+    rounds_summary(state)
     (out / "summary.json").write_text(json.dumps({k: v for k, v in state.items()}, indent=1, default=str))
     say(f"logs and reports: {out}")
     return 0
