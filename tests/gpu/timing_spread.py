@@ -1,0 +1,140 @@
+"""GPU-only: what spreads a timed repeat, one suspect at a time, outside the evaluator (not collected by pytest).
+
+    python tests/gpu/timing_spread.py [ENTRY.py] [--repeats 30] [--cases n4096 n1024]
+
+Each repeat is the contest's region in one process: synchronize, a 256 MiB L2 fill, start event, one call, end
+event.  Between repeats each variant adds one thing the evaluator does there:
+
+  plain      nothing
+  check      the evaluator's float64 re-check of the output (eval.gates.fast_gates)
+  idle30     30 ms of host idle time
+  flip       random row signs flipped in the input (the evaluator's fresh inputs)
+  proc-fill  a second process (its own CUDA context) fills 256 MiB, as the evaluator's parent does
+  proc-fp64  a second process runs float64 batched products for ~25 ms, as the parent's re-check does
+  ipc        the input lives in another process's memory (CUDA IPC), as the child's inputs do
+
+and also the late-time probe of eval/child.py (device-wide wait after the end event; end event to an event
+recorded after it): its readings on an idle device and after each repeat.  Per variant: mean, std, min, p50,
+p90 (ms) and the probe's median (µs).  Compare with `python -m eval benchmark` on the same case, whose
+report's `times_ns` holds every repeat.
+"""
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as multiprocessing
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+import reference  # noqa: E402
+from eval.gates import fast_gates  # noqa: E402
+from eval.runner import flip_row_signs  # noqa: E402
+
+CASES = {"n4096": (2, 4096, 1, 32412, "dense"), "n1024": (60, 1024, 2, 770002, "mixed"),
+         "n512": (640, 512, 2, 1029, "dense")}
+VARIANTS = ("plain", "check", "idle30", "flip", "proc-fill", "proc-fp64", "ipc")
+
+
+def load_entry(path: str):
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.custom_kernel
+
+
+def neighbour(conn, case) -> None:
+    """The second process: serves its input to the first (IPC), then runs one kind of work per request."""
+    batch, n, cond, seed, kind = case
+    A = reference.generate_input(batch, n, cond, seed, case=kind, device="cuda")
+    X = torch.randn(64, 512, 512, dtype=torch.float64, device="cuda")
+    fill = torch.empty(256 * 2**20 // 8, dtype=torch.int64, device="cuda")
+    torch.cuda.synchronize()
+    conn.send(A)
+    while (request := conn.recv()) != "stop":
+        if request == "proc-fill":
+            fill.fill_(42)
+        elif request == "proc-fp64":
+            for _ in range(3):
+                torch.bmm(X, X)
+        torch.cuda.synchronize()
+        conn.send("done")
+
+
+def late_probe(end, late) -> float:
+    """eval/child.py's probe: wait for the end event, then the whole device; µs from end to the next event."""
+    end.synchronize()
+    torch.cuda.synchronize()
+    late.record()
+    late.synchronize()
+    return end.elapsed_time(late) * 1e3
+
+
+def run_case(kernel, name: str, case, repeats: int) -> None:
+    batch, n, cond, seed, kind = case
+    local = reference.generate_input(batch, n, cond, seed, case=kind, device="cuda")
+    context = multiprocessing.get_context("spawn")  # torch's: CUDA tensors cross the pipe through CUDA IPC
+    conn, far = context.Pipe()
+    process = context.Process(target=neighbour, args=(far, case))
+    process.start()
+    shared = conn.recv()
+    fill = torch.empty(256 * 2**20 // 8, dtype=torch.int64, device="cuda")
+    start, end, late = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(1)
+    kernel(local), kernel(shared)
+    torch.cuda.synchronize()
+    idle = []
+    for _ in range(9):
+        torch.cuda.synchronize()
+        end.record()
+        idle.append(late_probe(end, late))
+    print(f"{name}: late probe on an idle device, median {statistics.median(idle):.0f} µs", flush=True)
+    for variant in VARIANTS:
+        A = shared if variant == "ipc" else local.clone()
+        times, probes = [], []
+        for _ in range(repeats):
+            if variant == "flip":
+                flip_row_signs(A, generator)
+            if variant.startswith("proc-"):
+                conn.send(variant)
+                conn.recv()
+            torch.cuda.synchronize()
+            fill.fill_(42)
+            start.record()
+            H, tau = kernel(A)
+            end.record()
+            probes.append(late_probe(end, late))
+            times.append(start.elapsed_time(end))
+            if variant == "check":
+                float(fast_gates(A, H, tau)[0].max())
+            if variant == "idle30":
+                time.sleep(0.03)
+        q = sorted(times)
+        mean = statistics.mean(times)
+        print(f"{name} {variant:9s} mean {mean:8.3f} std {100 * statistics.pstdev(times) / mean:5.2f} % "
+              f"min {q[0]:.3f} p50 {q[len(q) // 2]:.3f} p90 {q[9 * len(q) // 10]:.3f} | "
+              f"late probe median {statistics.median(probes):.0f} µs", flush=True)
+    del shared, A  # release the neighbour's memory before it exits
+    conn.send("stop")
+    process.join()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("entry", nargs="?", default=str(ROOT / "submission.py"))
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--cases", nargs="+", default=["n4096", "n1024"], choices=sorted(CASES))
+    args = parser.parse_args()
+    kernel = load_entry(args.entry)
+    for name in args.cases:
+        run_case(kernel, name, CASES[name], args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
