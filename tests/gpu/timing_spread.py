@@ -2,7 +2,7 @@
 
     python tests/gpu/timing_spread.py [ENTRY.py] [--repeats 30] [--cases n4096 n1024]
 
-Each repeat is the contest's region in one process: synchronize, a 256 MiB L2 fill, start event, one call, end
+Each repeat is the contest's region in one process: synchronize, a 256 MiB L2 fill, start event, the call(s), end
 event.  Between repeats each variant adds one thing the evaluator does there:
 
   plain      nothing
@@ -12,6 +12,10 @@ event.  Between repeats each variant adds one thing the evaluator does there:
   proc-fill  a second process (its own CUDA context) fills 256 MiB, as the evaluator's parent does
   proc-fp64  a second process runs float64 batched products for ~25 ms, as the parent's re-check does
   ipc        the input lives in another process's memory (CUDA IPC), as the child's inputs do
+  proc-write that input rewritten by the other process between repeats (row signs flipped there)
+  store      the outputs copied into the other process's buffers after each repeat, as the child does
+  two-inputs two inputs per repeat, both called inside the region (the contest's 256 MiB clamp: n4096 b2 has 2)
+  all        all of them but idle30 at once: the evaluator's loop without its processes' protocol
 
 and also the late-time probe of eval/child.py (device-wide wait after the end event; end event to an event
 recorded after it): its readings on an idle device and after each repeat.  Per variant: mean, std, min, p50,
@@ -37,7 +41,9 @@ from eval.runner import flip_row_signs  # noqa: E402
 
 CASES = {"n4096": (2, 4096, 1, 32412, "dense"), "n1024": (60, 1024, 2, 770002, "mixed"),
          "n512": (640, 512, 2, 1029, "dense")}
-VARIANTS = ("plain", "check", "idle30", "flip", "proc-fill", "proc-fp64", "ipc")
+VARIANTS = ("plain", "check", "idle30", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs",
+            "all")
+ALL = ("check", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs")
 
 
 def load_entry(path: str):
@@ -48,17 +54,23 @@ def load_entry(path: str):
 
 
 def neighbour(conn, case) -> None:
-    """The second process: serves its input to the first (IPC), then runs one kind of work per request."""
+    """The second process: shares its input and output buffers with the first (CUDA IPC), then does the work
+    each request names (a set of variant names)."""
     batch, n, cond, seed, kind = case
     A = reference.generate_input(batch, n, cond, seed, case=kind, device="cuda")
+    H_buffer, tau_buffer = torch.empty_like(A), torch.empty(batch, n, device="cuda")
     X = torch.randn(64, 512, 512, dtype=torch.float64, device="cuda")
     fill = torch.empty(256 * 2**20 // 8, dtype=torch.int64, device="cuda")
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(2)
     torch.cuda.synchronize()
-    conn.send(A)
+    conn.send((A, H_buffer, tau_buffer))
     while (request := conn.recv()) != "stop":
-        if request == "proc-fill":
+        if "proc-write" in request:
+            flip_row_signs(A, generator)
+        if "proc-fill" in request:
             fill.fill_(42)
-        elif request == "proc-fp64":
+        if "proc-fp64" in request:
             for _ in range(3):
                 torch.bmm(X, X)
         torch.cuda.synchronize()
@@ -81,7 +93,7 @@ def run_case(kernel, name: str, case, repeats: int) -> None:
     conn, far = context.Pipe()
     process = context.Process(target=neighbour, args=(far, case))
     process.start()
-    shared = conn.recv()
+    shared, H_buffer, tau_buffer = conn.recv()
     fill = torch.empty(256 * 2**20 // 8, dtype=torch.int64, device="cuda")
     start, end, late = (torch.cuda.Event(enable_timing=True) for _ in range(3))
     generator = torch.Generator(device="cuda")
@@ -95,31 +107,38 @@ def run_case(kernel, name: str, case, repeats: int) -> None:
         idle.append(late_probe(end, late))
     print(f"{name}: late probe on an idle device, median {statistics.median(idle):.0f} µs", flush=True)
     for variant in VARIANTS:
-        A = shared if variant == "ipc" else local.clone()
+        parts = ALL if variant == "all" else (variant,)
+        A = shared if {"ipc", "proc-write"} & set(parts) else local.clone()
+        inputs = [A, local.clone()] if "two-inputs" in parts else [A]
         times, probes = [], []
         for _ in range(repeats):
-            if variant == "flip":
+            if "flip" in parts:
                 flip_row_signs(A, generator)
-            if variant.startswith("proc-"):
-                conn.send(variant)
+            if any(part.startswith("proc-") for part in parts):
+                conn.send(parts)
                 conn.recv()
             torch.cuda.synchronize()
             fill.fill_(42)
             start.record()
-            H, tau = kernel(A)
+            outputs = [kernel(x) for x in inputs]
             end.record()
             probes.append(late_probe(end, late))
-            times.append(start.elapsed_time(end))
-            if variant == "check":
+            times.append(start.elapsed_time(end) / len(inputs))
+            H, tau = outputs[0]
+            if "store" in parts:
+                H_buffer.copy_(H)
+                tau_buffer.copy_(tau)
+                torch.cuda.synchronize()
+            if "check" in parts:
                 float(fast_gates(A, H, tau)[0].max())
-            if variant == "idle30":
+            if "idle30" in parts:
                 time.sleep(0.03)
         q = sorted(times)
         mean = statistics.mean(times)
-        print(f"{name} {variant:9s} mean {mean:8.3f} std {100 * statistics.pstdev(times) / mean:5.2f} % "
+        print(f"{name} {variant:10s} mean {mean:8.3f} std {100 * statistics.pstdev(times) / mean:5.2f} % "
               f"min {q[0]:.3f} p50 {q[len(q) // 2]:.3f} p90 {q[9 * len(q) // 10]:.3f} | "
               f"late probe median {statistics.median(probes):.0f} µs", flush=True)
-    del shared, A  # release the neighbour's memory before it exits
+    del shared, H_buffer, tau_buffer, A, inputs, outputs  # release the neighbour's memory before it exits
     conn.send("stop")
     process.join()
 
