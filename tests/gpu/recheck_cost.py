@@ -1,20 +1,17 @@
-"""GPU-only: what the benchmark's re-check (eval/gates.py) costs against one timed region, and whether it
-disturbs the timing (not collected by pytest).
+"""GPU-only: what the benchmark's re-check (eval/gates.py) costs against one timed region (not collected by
+pytest).
 
     python tests/gpu/recheck_cost.py [--baseline FILE] [--entry submission.py]
 
 Per benchmark shape: one timed call of the entry (L2 flushed first), then ``fast_gates`` on its output, timed
 with CUDA events (second of two runs); with --baseline FILE (any Python file defining ``fast_gates``, e.g. an
 older ``eval/runner.py`` from git) that one too, side by side, with the largest relative difference of their
-ratios. For n >= 512, 30 repeats of the entry back to back, with the re-check between repeats, and with 30 ms
-of idle host time between repeats: mean and standard deviation of each series.
+ratios. Whether the re-check between repeats disturbs the timing: tests/gpu/timing_spread.py (variant check).
 """
 
 import argparse
 import importlib.util
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -72,17 +69,6 @@ def main() -> int:
                        float(((o0 - orth).abs() / o0.abs().clamp(min=1e-300)).max()))
             line += f"; baseline {base_ms:.2f} ms ({base_ms / ms:.2f}x), ratios differ by {diff:.1e}"
         print(line, flush=True)
-        if n >= 512:
-            for label, between in [("back to back", lambda out: None), ("re-check between", lambda out: fast_gates(A, *out)),
-                                   ("30 ms idle between", lambda out: time.sleep(0.03))]:
-                times = []
-                for _ in range(30):
-                    t, out = region(A)
-                    times.append(t)
-                    between(out)
-                    torch.cuda.synchronize()
-                mean = statistics.mean(times)
-                print(f"    {label:19s} mean {mean:.3f} ms, std {100 * statistics.stdev(times) / mean:.2f} %", flush=True)
         del A, out
         torch.cuda.empty_cache()
     return 0

@@ -24,7 +24,6 @@ report's `times_ns` holds every repeat.
 """
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -38,19 +37,13 @@ sys.path.insert(0, str(ROOT))
 import reference  # noqa: E402
 from eval.gates import fast_gates  # noqa: E402
 from eval.runner import flip_row_signs  # noqa: E402
+from tests.gpu.kernel_bench import load_entry  # noqa: E402
 
 CASES = {"n4096": (2, 4096, 1, 32412, "dense"), "n1024": (60, 1024, 2, 770002, "mixed"),
          "n512": (640, 512, 2, 1029, "dense")}
 VARIANTS = ("plain", "check", "idle30", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs",
             "all")
 ALL = ("check", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs")
-
-
-def load_entry(path: str):
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.custom_kernel
 
 
 def neighbour(conn, case) -> None:
