@@ -28,9 +28,10 @@ reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per r
 passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
 Where the launches rather than the kernels set the time (a small input, or split panels with a launch per
 reflector), the launch chain of a (batch, n, device) is captured once as a CUDA graph and replayed
-(``_GraphedQR``); a small matrix's single launch is made straight from its compiled kernel (``_LaunchedQR``).  On Hopper and newer every kernel is a programmatic dependent launch: it starts while its
-predecessor finishes and waits for it (``_follow``) before touching memory, which hides most of the launch
-latency of a chain of short kernels.
+(``_GraphedQR``); a small matrix's single launch is made straight from its compiled kernel (``_LaunchedQR``).
+On Hopper and newer every kernel is a programmatic dependent launch: it starts while its predecessor finishes
+and waits for it (``_follow``) before touching memory, which hides most of the launch latency of a chain of
+short kernels.
 
 One reflector (``_reflector``), following the folded reductions of the design note: with the column
 ``x = P[j:, j]`` of the current panel P, ``alpha = x[0]``, ``d[c] = P[j, c]`` (the diagonal row) and

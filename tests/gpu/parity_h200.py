@@ -21,8 +21,9 @@ GPU machine. Logs and reports go to --out (default: $OUT if set, else results/pa
 
 --spec (default specs/qr.yml) is the spec for every step. On a machine without a GPU the script runs
 too (a check of the script itself: --spec specs/cpu.yml, and tests/fixtures/contest_cpu_shim on
-PYTHONPATH so the contest's eval.py runs on a CPU). Each step has a share of --budget-s; a step that fails or runs out of time prints what it has, and
-the next step runs. The summary table is printed after the contest and ours steps and again at the end.
+PYTHONPATH so the contest's eval.py runs on a CPU). Each step has a share of --budget-s; a step that fails
+or runs out of time prints what it has, and the next step runs. The summary table is printed after the
+contest and ours steps and again at the end.
 """
 
 from __future__ import annotations
