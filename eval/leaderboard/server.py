@@ -284,37 +284,34 @@ def create_app(db: Database, limits: Limits | None = None):
 
     def judge(job, board, found, report_text, failure: str | None, exit_code) -> dict:
         """A worker's result as the server publishes it: score, verdict, failure class, message."""
-        if isinstance(report_text, str):
-            try:
-                report = parse_json(report_text, "the verified report")
-            except ReportError as exc:
-                return {"score": None, "passed": False, "failure": "report-invalid",
-                        "message": failure_message("report-invalid", str(exc)), "public": []}
-            public = public_cases(report)
-            failed_case = first_failed_case(report)
-            if failed_case is not None:
-                return {"score": None, "passed": False, "failure": "case-failed",
-                        "message": failure_message("case-failed", failed_case), "public": public}
-            seed = job_seed(board.seed_key, job.id, job.attempts)
-            if not isinstance(report, dict) or report.get("seed") != seed:
-                return {"score": None, "passed": False, "failure": "wrong-seed",
-                        "message": failure_message("wrong-seed"), "public": public}
-            try:
-                score = check_report(report, spec_from_text(board.spec_name, board.spec_text),
-                                     expected_seed=seed, require_seed=True)
-                if (report.get("submission") or {}).get("sha256") != found["sha256"]:
-                    raise ReportError("report: submission sha256 does not match the stored source")
-            except ReportError as exc:
-                return {"score": None, "passed": False, "failure": "report-invalid",
-                        "message": failure_message("report-invalid", str(exc)), "public": public}
-            if failure is None:
-                return {"score": score, "passed": True, "failure": None,
-                        "message": "verified with a secret seed", "public": public}
-            return {"score": None, "passed": False, "failure": failure, "public": public,
-                    "message": failure_message(failure, _exit_detail(exit_code))}
-        failure = failure or "no-report"
-        return {"score": None, "passed": False, "failure": failure, "public": [],
-                "message": failure_message(failure, _exit_detail(exit_code))}
+        def failed(failure_class: str, detail: str = "", public: list | None = None) -> dict:
+            return {"score": None, "passed": False, "failure": failure_class,
+                    "message": failure_message(failure_class, detail), "public": public or []}
+
+        if not isinstance(report_text, str):
+            return failed(failure or "no-report", _exit_detail(exit_code))
+        try:
+            report = parse_json(report_text, "the verified report")
+        except ReportError as exc:
+            return failed("report-invalid", str(exc))
+        public = public_cases(report)
+        failed_case = first_failed_case(report)
+        if failed_case is not None:
+            return failed("case-failed", failed_case, public)
+        seed = job_seed(board.seed_key, job.id, job.attempts)
+        if not isinstance(report, dict) or report.get("seed") != seed:
+            return failed("wrong-seed", public=public)
+        try:
+            score = check_report(report, spec_from_text(board.spec_name, board.spec_text),
+                                 expected_seed=seed, require_seed=True)
+            if (report.get("submission") or {}).get("sha256") != found["sha256"]:
+                raise ReportError("report: submission sha256 does not match the stored source")
+        except ReportError as exc:
+            return failed("report-invalid", str(exc), public)
+        if failure is not None:
+            return failed(failure, _exit_detail(exit_code), public)
+        return {"score": score, "passed": True, "failure": None, "message": "verified with a secret seed",
+                "public": public}
 
     @app.post("/api/jobs/{job_id}/result")
     async def post_result(job_id: int, request: Request):
