@@ -26,6 +26,7 @@ import torch
 
 import reference
 from eval import timing
+from eval.prctl import die_with_parent
 
 REMOVED_ENV = ("POPCORN_FD", "POPCORN_SEED")
 STRICTER_MARK = "(the contest's checker accepts it; this evaluator does not)"
@@ -312,7 +313,7 @@ class Server:
 def drop_ptrace_capability() -> None:
     """Give up CAP_SYS_PTRACE (held when running as root), for this process and anything it execs.
 
-    With the parent marked non-dumpable (see ``eval.runner.protect_parent``), a process without
+    With the parent marked non-dumpable (``eval.prctl.make_undumpable``), a process without
     this capability cannot open ``/proc/<parent>/fd/*``: the submission cannot write into the
     evaluator's descriptors (its protocol file, its pipes). Best effort; Linux only.
     """
@@ -340,19 +341,10 @@ def drop_ptrace_capability() -> None:
             libc.capset(ctypes.byref(header), data)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process if the thread that started it goes away (best effort)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-        import signal
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def main(conn, submission_path: str, entry: str, device_name: str) -> None:
     """Entry point of the spawned child."""
     os.setpgrp()  # own process group, so the parent can kill anything the submission starts
-    _die_with_parent()
+    die_with_parent()
     device = torch.device(device_name)
     if device.type == "cpu":  # not yet tried with CUDA IPC, which may rely on it
         drop_ptrace_capability()

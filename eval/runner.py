@@ -29,6 +29,7 @@ import torch.multiprocessing
 import reference
 from eval import child as child_module
 from eval.gates import fast_gates
+from eval.prctl import make_undumpable
 from eval.specs import Case
 from eval.timing import (Stats, compute_stats, cpu_time_exceeds_clock, is_clock_skew, is_implausibly_fast,
                          make_l2_fill, should_stop)
@@ -225,16 +226,6 @@ def _child_environment(device: torch.device):
                 os.environ[name] = value
 
 
-def protect_parent() -> None:
-    """Mark this (the evaluator's) process non-dumpable: processes without CAP_SYS_PTRACE (children
-    drop it) can then no longer open /proc/<this pid>/fd/* to write into our descriptors."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        PR_SET_DUMPABLE = 4
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
 @contextlib.contextmanager
 def _single_thread(device: torch.device):
     """On CPU, run the parent's checks on one thread: small checks are many times faster without
@@ -283,7 +274,7 @@ class Session:
         self.last_repeat_times: list[tuple[float, float]] = []  # (event ns, host ns) per timed repeat
         self.last_child_cpu_ns = 0.0  # the child's CPU time during the last benchmark's timed requests
         if self.device.type == "cpu":  # not yet tried with CUDA IPC, which may rely on ptrace access
-            protect_parent()
+            make_undumpable()  # the child cannot open /proc/<our pid>/fd/*
         self._context = torch.multiprocessing.get_context("spawn")
         self._child: _Child | None = None
         self._files: dict[int, child_module.SharedFile] = {}  # CPU buffers not yet sent, by data_ptr

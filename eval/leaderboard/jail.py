@@ -36,6 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from eval.prctl import die_with_parent
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]   # where `python -m eval` and reference.py live
 
 # Passed on from the worker's environment when set: what a GPU host may need to find its devices
@@ -44,7 +46,6 @@ PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VI
               "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH")
 ISOLATIONS = ("namespaces", "session")
 
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = \
     1, 2, 4, 8, 32, 1024, 2048, 4096
 _MS_RELATIME, _MS_STRICTATIME = 1 << 21, 1 << 24
@@ -59,17 +60,6 @@ class JailError(RuntimeError):
 
 def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def make_undumpable() -> None:
-    """This process's memory and /proc/PID/environ become unreadable to processes of its own user
-    that lack CAP_SYS_PTRACE (the worker calls it at start: its environment holds the token)."""
-    _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
-def _die_with_parent() -> None:
-    """In the child between fork and exec: SIGKILL when the worker dies."""
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def runner_env(home: Path, seed: int) -> dict[str, str]:
@@ -119,7 +109,7 @@ def start(argv: list[str], *, env: dict, cwd: Path, work: Path, isolation: str, 
     """Start ``argv`` isolated; stdout and stderr are pipes."""
     return subprocess.Popen(command(argv, work, isolation), env=env, cwd=cwd, pass_fds=pass_fds,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+                            start_new_session=True, preexec_fn=die_with_parent)
 
 
 def running(process: subprocess.Popen) -> bool:

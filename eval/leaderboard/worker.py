@@ -25,6 +25,7 @@ from eval.leaderboard import jail
 from eval.leaderboard.client import ApiClient, ClientError
 from eval.leaderboard.publish import scrub
 from eval.leaderboard.verify import MAX_REPORT_BYTES
+from eval.prctl import make_undumpable
 
 PROJECT_ROOT = jail.PROJECT_ROOT
 OUTPUT_TAIL_BYTES = 64 << 10
@@ -159,7 +160,7 @@ def run_job(job: dict, *, device: str | None = None, baseline: bool = False, tim
 def work(client: ApiClient, *, gpu: str, once: bool = False, poll_s: float = 5.0, device: str | None = None,
          baseline: bool = False, isolation: str = "namespaces", echo=print) -> int:
     """Drain the queue one job at a time; with ``once`` handle at most one job. Returns jobs done."""
-    jail.make_undumpable()          # our environment holds the token
+    make_undumpable()          # our environment holds the token
     jail.check(isolation)
     host = socket.gethostname()
     done = 0
