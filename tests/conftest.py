@@ -16,6 +16,13 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # the repository: loaded by the parity tests at test time, never copied into the project.
 CONTEST = Path(os.environ.get("QR_CONTEST_DIR", REPO_ROOT.parent / "shared" / "contest" / "qr_v2"))
 
+
+def require_contest() -> None:
+    """Fail (not skip: the parity tests are required) when the contest's files are not there."""
+    if not all((CONTEST / name).is_file() for name in ("eval.py", "reference.py", "task.yml")):
+        pytest.fail(f"the contest's files are not at {CONTEST} (expected ../shared/contest/qr_v2 beside the "
+                    f"repository, or QR_CONTEST_DIR): the parity tests cannot run without them")
+
 # tests/gpu/ holds checks that need a CUDA device; they are collected only where one exists.
 collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
 

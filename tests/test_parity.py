@@ -20,18 +20,12 @@ import pytest
 import torch
 
 import reference
-from conftest import CONTEST, FIXTURES, REPO_ROOT, clean_env
+from conftest import CONTEST, FIXTURES, REPO_ROOT, clean_env, require_contest
 from test_reference import form_cases
 
 SHIM = FIXTURES / "contest_cpu_shim"
 SUBMISSION = FIXTURES / "parity_submission.py"
 RUN_TIMEOUT_S = 300
-
-
-def require_contest() -> None:
-    if not (CONTEST / "eval.py").is_file() or not (CONTEST / "reference.py").is_file():
-        pytest.fail(f"the contest's files are not at {CONTEST} (expected ../shared/contest/qr_v2 beside the "
-                    f"repository, or QR_CONTEST_DIR): the parity tests cannot run without them")
 
 
 @pytest.fixture(scope="module")
