@@ -1,6 +1,6 @@
 """GPU-only: what spreads a timed repeat, one suspect at a time, outside the evaluator (not collected by pytest).
 
-    python tests/gpu/timing_spread.py [ENTRY.py] [--repeats 30] [--cases n4096 n1024]
+    python tests/gpu/timing_spread.py [ENTRY.py] [--repeats 30] [--cases n4096 n1024] [--variants plain check2 ...]
 
 Each repeat is the contest's region in one process: synchronize, a 256 MiB L2 fill, start event, the call(s), end
 event.  Between repeats each variant adds one thing the evaluator does there:
@@ -15,6 +15,8 @@ event.  Between repeats each variant adds one thing the evaluator does there:
   proc-write that input rewritten by the other process between repeats (row signs flipped there)
   store      the outputs copied into the other process's buffers after each repeat, as the child does
   two-inputs two inputs per repeat, both called inside the region (the contest's 256 MiB clamp: n4096 b2 has 2)
+  check2     two inputs, both outputs re-checked: the parent's float64 work between repeats at n4096
+  check2-cool  the same, then the GPU left idle eval.runner.COOL_DOWN_RATIO times as long as that work took
   all        all of them but idle30 at once: the evaluator's loop without its processes' protocol
 
 and also the late-time probe of eval/child.py (device-wide wait after the end event; end event to an event
@@ -36,14 +38,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import reference  # noqa: E402
 from eval.gates import fast_gates  # noqa: E402
-from eval.runner import flip_row_signs  # noqa: E402
+from eval.runner import COOL_DOWN_RATIO, flip_row_signs  # noqa: E402
 from tests.gpu.kernel_bench import load_entry  # noqa: E402
 
 CASES = {"n4096": (2, 4096, 1, 32412, "dense"), "n1024": (60, 1024, 2, 770002, "mixed"),
          "n512": (640, 512, 2, 1029, "dense")}
-VARIANTS = ("plain", "check", "idle30", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs",
-            "all")
 ALL = ("check", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs")
+PARTS = {"check2": ("two-inputs", "check"), "check2-cool": ("two-inputs", "check", "cool"), "all": ALL}
+VARIANTS = ("plain", "check", "idle30", "flip", "proc-fill", "proc-fp64", "ipc", "proc-write", "store", "two-inputs",
+            "check2", "check2-cool", "all")
 
 
 def neighbour(conn, case) -> None:
@@ -79,7 +82,7 @@ def late_probe(end, late) -> float:
     return end.elapsed_time(late) * 1e3
 
 
-def run_case(kernel, name: str, case, repeats: int) -> None:
+def run_case(kernel, name: str, case, repeats: int, variants) -> None:
     batch, n, cond, seed, kind = case
     local = reference.generate_input(batch, n, cond, seed, case=kind, device="cuda")
     context = multiprocessing.get_context("spawn")  # torch's: CUDA tensors cross the pipe through CUDA IPC
@@ -99,8 +102,8 @@ def run_case(kernel, name: str, case, repeats: int) -> None:
         end.record()
         idle.append(late_probe(end, late))
     print(f"{name}: late probe on an idle device, median {statistics.median(idle):.0f} µs", flush=True)
-    for variant in VARIANTS:
-        parts = ALL if variant == "all" else (variant,)
+    for variant in variants:
+        parts = PARTS.get(variant, (variant,))
         A = shared if {"ipc", "proc-write"} & set(parts) else local.clone()
         inputs = [A, local.clone()] if "two-inputs" in parts else [A]
         times, probes = [], []
@@ -123,7 +126,11 @@ def run_case(kernel, name: str, case, repeats: int) -> None:
                 tau_buffer.copy_(tau)
                 torch.cuda.synchronize()
             if "check" in parts:
-                float(fast_gates(A, H, tau)[0].max())
+                checked = time.perf_counter()
+                for x, (H, tau) in zip(inputs, outputs):
+                    float(fast_gates(x, H, tau)[0].max())
+                if "cool" in parts:
+                    time.sleep(COOL_DOWN_RATIO * (time.perf_counter() - checked))
             if "idle30" in parts:
                 time.sleep(0.03)
         q = sorted(times)
@@ -141,10 +148,11 @@ def main() -> int:
     parser.add_argument("entry", nargs="?", default=str(ROOT / "submission.py"))
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--cases", nargs="+", default=["n4096", "n1024"], choices=sorted(CASES))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     args = parser.parse_args()
     kernel = load_entry(args.entry)
     for name in args.cases:
-        run_case(kernel, name, CASES[name], args.repeats)
+        run_case(kernel, name, CASES[name], args.repeats, args.variants)
     return 0
 
 
