@@ -1,6 +1,6 @@
 """GPU-only: check and time QR entries side by side on every case of specs/qr.yml (not collected by pytest).
 
-    python tests/gpu/kernel_bench.py [--out DIR] [--geqrf] [--only N ...] [ENTRY.py ...]
+    python tests/gpu/kernel_bench.py [ENTRY.py ...] [--out DIR] [--geqrf] [--only N ...]
 
 ENTRY defaults to submission.py.  Every test case (first entry only) and benchmark case is checked with
 reference.check_details (margins printed); each benchmark case is timed with CUDA events: per repeat, the L2 is
