@@ -45,11 +45,10 @@ STARTUP_GRACE_S = 60.0  # for the child to import torch, on top of the case time
 CLOSE_GRACE_S = 2.0
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # None: the default temporary directory
 INPUT_MODIFIED = "submission modified its input"
-# After its own GPU work between timed repeats (fresh inputs, the float64 re-check), the parent leaves
-# the GPU idle for this many times as long before the next repeat. The re-check runs the float64 tensor
-# cores near the power limit; a repeat timed right after it runs slower and noisier (n4096 on an H200:
-# +3 % and 2-3 % spread; idle twice the re-check's time: as fast as with no re-check, 0.1 %; docs/perf.md,
-# "Evaluator spread").
+# After the float64 re-check of a pass (``fast_gates``), the parent leaves the GPU idle for this many times
+# as long before the next timed repeat. The re-check runs the float64 tensor cores near the power limit; a
+# repeat timed right after it runs slower and noisier (n4096 on an H200: +3 % and 2-3 % spread; idle twice
+# the re-check's time: as fast as with no re-check, 0.1 %; docs/perf.md, "Evaluator spread").
 COOL_DOWN_RATIO = 2.0
 
 
@@ -593,7 +592,6 @@ class Session:
             deadline = self._case_deadline()
             self._request(deadline, "benchmark setup", "bench-setup", slab, case.batch, case.n, H_all, tau_all)
             self._request(deadline, "the untimed first pass", "bench-run", False)
-            parent_work = time.perf_counter()  # the parent's GPU work since the child's last pass began here
             with _single_thread(self.device):
                 problem = bench.check("first pass")
             if problem:
@@ -607,7 +605,7 @@ class Session:
                 t0 = time.perf_counter()
                 with _single_thread(self.device):
                     bench.refresh_inputs(self._flip_generator)
-                self._cool_down(parent_work)
+                self._cool_down(bench.gates_s)
                 self._flush_l2()  # out of the child's reach; _request waits for it before sending
                 self.defence_s += time.perf_counter() - t0
                 pid = self._child.process.pid if self._child is not None else None
@@ -625,7 +623,7 @@ class Session:
                 skewed = is_clock_skew(event_ns, host_ns) or is_implausibly_fast(event_ns, round_trip_ns)
                 if skewed and "clock-skew" not in bench.flags:
                     bench.flags.append("clock-skew")
-                t0 = parent_work = time.perf_counter()
+                t0 = time.perf_counter()
                 with _single_thread(self.device):
                     problem = bench.check(f"timed repeat {len(durations)}")
                 self.defence_s += time.perf_counter() - t0
@@ -663,12 +661,12 @@ class Session:
             result.contest_status = "pass"
         return result
 
-    def _cool_down(self, since: float) -> None:
-        """Wait for the parent's GPU work begun at ``since``, then leave the GPU idle COOL_DOWN_RATIO times
-        as long (CUDA only)."""
+    def _cool_down(self, gates_s: float) -> None:
+        """Wait for the parent's queued GPU work, then leave the GPU idle COOL_DOWN_RATIO × ``gates_s`` (the
+        last re-check's float64 products; CUDA only)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            time.sleep(COOL_DOWN_RATIO * (time.perf_counter() - since))
+            time.sleep(COOL_DOWN_RATIO * gates_s)
 
     def defence_fraction(self) -> float:
         """Share of the timed phases' wall time spent on sign flips and re-checks."""
@@ -697,6 +695,7 @@ class _BenchState:
         self.modified = False
         self.factor_margin: float | None = None
         self.orth_margin: float | None = None
+        self.gates_s = 0.0  # wall time of the last check's fast_gates, read back included
 
     def write_inputs(self) -> None:
         self.inputs.copy_(self.current)
@@ -715,6 +714,7 @@ class _BenchState:
         changed its inputs.
         """
         count, batch, n = self.current.shape[0], self.current.shape[1], self.current.shape[-1]
+        started = time.perf_counter()
         self.H_seen.copy_(self.H_all)
         self.tau_seen.copy_(self.tau_all)
         try:
@@ -725,6 +725,7 @@ class _BenchState:
             per_input = torch.full((2, count), math.inf, dtype=torch.float64, device=self.current.device)
         changed = (self.inputs != self.current).any().to(torch.float64).view(1)
         summary = torch.cat([per_input.flatten(), changed]).tolist()  # the one wait for the device
+        self.gates_s = time.perf_counter() - started
         factors, orths, changed = summary[:count], summary[count:2 * count], summary[-1]
         if changed and not self.modified:
             self.modified = True
