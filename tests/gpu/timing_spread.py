@@ -6,7 +6,7 @@ Each repeat is the contest's region in one process: synchronize, a 256 MiB L2 fi
 event.  Between repeats each variant adds one thing the evaluator does there:
 
   plain      nothing
-  check      the evaluator's float64 re-check of the output (eval.gates.fast_gates)
+  check      the evaluator's float64 re-check of every output of the repeat (eval.gates.fast_gates)
   idle30     30 ms of host idle time
   flip       random row signs flipped in the input (the evaluator's fresh inputs)
   proc-fill  a second process (its own CUDA context) fills 256 MiB, as the evaluator's parent does
