@@ -32,6 +32,11 @@ reflector), the launch chain of a (batch, n, device) is captured once as a CUDA 
 On Hopper and newer every kernel is a programmatic dependent launch: it starts while its predecessor finishes
 and waits for it (``_follow``) before touching memory, which hides most of the launch latency of a chain of
 short kernels.
+Look-ahead: where one program per matrix leaves multiprocessors idle (fewer matrices than multiprocessors), the
+next panel need not wait for the whole update.  The update is then launched in two parts: first the tiles that
+hold the next panel's columns (in short row chunks, so that it ends soon), then the next panel's factorization,
+then the other tiles, which need nothing from that factorization: they start at once beside it (``_run_beside``)
+and wait for it only at their end (``_join``), so that the kernels after them still see both finished.
 
 One reflector (``_reflector``), following the folded reductions of the design note: with the column
 ``x = P[j:, j]`` of the current panel P, ``alpha = x[0]``, ``d[c] = P[j, c]`` (the diagonal row) and
@@ -73,6 +78,22 @@ def _follow(PDL: tl.constexpr):
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _run_beside(PDL: tl.constexpr):
+    """The start of a kernel that needs nothing from the kernel launched just before it: let the next kernel
+    launch at once, without waiting (it ends with ``_join``)."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _join(PDL: tl.constexpr):
+    """The end of a kernel started with ``_run_beside``: wait for its predecessor, so that the next kernel, which
+    waits for this one, also waits for that."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
 
 
 @triton.jit
@@ -263,13 +284,19 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
 
 
 @triton.jit
-def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
+def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks, first_tile, launch_tiles, row_chunks,
                   NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                  PARTS_COLS: tl.constexpr, PDL: tl.constexpr):
-    """Second half: program (b, t, c) sums W = Vᵀ C over the chunks (its TILE_COLS columns of the products'
-    parts of PARTS_COLS columns), and updates its chunk of the tile: H <- C - V (Tᵀ W) with C read from ``src``."""
-    _follow(PDL)
-    b, t, c = _update_program(tiles, chunks)
+                  PARTS_COLS: tl.constexpr, BESIDE: tl.constexpr, PDL: tl.constexpr):
+    """Second half, for the tiles first_tile … first_tile + launch_tiles - 1 (of ``tiles``): program (b, t, c) sums
+    W = Vᵀ C over the chunks (its TILE_COLS columns of the products' parts of PARTS_COLS columns), and updates its
+    chunk of the tile: H <- C - V (Tᵀ W) with C read from ``src``.  With BESIDE, it runs beside the factorization
+    of the next panel launched just before it (see ``_factor_blocked``)."""
+    if BESIDE:
+        _run_beside(PDL)
+    else:
+        _follow(PDL)
+    b, t, c = _update_program(launch_tiles, row_chunks)
+    t += first_tile
     vc = tl.arange(0, NB)
     ti = tl.arange(0, TILE_COLS)
     per_part: tl.constexpr = PARTS_COLS // TILE_COLS
@@ -291,6 +318,8 @@ def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
         C = tl.load(src + c_offsets, mask=c_ok, other=0.0)
         C -= tl.dot(V, Z, input_precision="tf32x3")
         tl.store(H + c_offsets, C, mask=c_ok)
+    if BESIDE:
+        _join(PDL)
 
 
 def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_ALONE) -> int:
@@ -318,12 +347,13 @@ def _update_chunks(rows: int, programs: int, target: int) -> int:
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int, products_cols: int) -> None:
+                    update_programs: int, products_cols: int, look_ahead: bool) -> None:
     """Blocked QR of A into H: per panel, factor it (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector), then
     update the trailing columns with its compact WY form (Vᵀ C on tiles of products_cols columns), the tiles'
-    rows split in chunks until about ``update_programs`` programs share the work.  The first panel and its
-    update read A and write every entry of H; everything after works in place in H."""
+    rows split in chunks until about ``update_programs`` programs share the work.  With ``look_ahead``, a
+    register panel is factored while the update of the panel before it is still running on the columns beyond
+    it.  The first panel and its update read A and write every entry of H; everything after works in place in H."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
@@ -343,10 +373,11 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     parts_per_matrix = max(triton.cdiv(n, TRAILING_TILE_COLS), update_programs // batch)
     W_parts = torch.empty((batch * parts_per_matrix * panel_width * products_cols,), dtype=torch.float32,
                           device=dev)
-    for k0 in range(0, n, panel_width):
+
+    def factor(k0):  # the panel at k0: in one program's registers, or split over several (a launch per reflector)
+        nonlocal step
         src = A if k0 == 0 else H
         rows = max(16, triton.next_power_of_2(n - k0))
-        has_trailing = k0 + panel_width < n
         if rows > max_register_rows:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
             slices = triton.cdiv(n - k0, slice_rows)
             for j in range(panel_width + 1):
@@ -355,22 +386,42 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                     num_warps=_panel_warps(slice_rows, panel_width), **pdl)
                 step += 1
         else:
-            _factor_panel[(batch,)](src, H, tau, grams, n, k0, ROWS=rows, NB=panel_width, WRITE_GRAM=has_trailing,
+            _factor_panel[(batch,)](src, H, tau, grams, n, k0, ROWS=rows, NB=panel_width,
+                                    WRITE_GRAM=k0 + panel_width < n,
                                     num_warps=_panel_warps(rows, panel_width, floats_per_thread), **pdl)
-        if has_trailing:
-            tiles = triton.cdiv(n - k0 - panel_width, TRAILING_TILE_COLS)
-            chunks = _update_chunks(n - k0, batch * tiles, update_programs)
-            chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
-            chunks = triton.cdiv(n - k0, chunk_rows)
-            part_tiles = triton.cdiv(n - k0 - panel_width, products_cols)
-            _panel_products[(part_tiles * chunks * batch,)](
-                src, H, tau, grams, T, W_parts, n, k0, part_tiles, chunks, NB=panel_width,
-                TILE_COLS=products_cols, TILE_ROWS=PRODUCTS_TILE_ROWS, CHUNK_ROWS=chunk_rows,
-                num_warps=UPDATE_WARPS, **pdl)
-            _panel_update[(tiles * chunks * batch,)](
-                src, H, T, W_parts, n, k0, tiles, chunks, NB=panel_width, TILE_COLS=TRAILING_TILE_COLS,
-                TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, PARTS_COLS=products_cols,
-                num_warps=UPDATE_WARPS, **pdl)
+
+    factor(0)
+    for k0 in range(0, n - panel_width, panel_width):  # every panel with a trailing block
+        src = A if k0 == 0 else H
+        trailing = n - k0 - panel_width
+        tiles = triton.cdiv(trailing, TRAILING_TILE_COLS)
+        chunks = _update_chunks(n - k0, batch * tiles, update_programs)
+        chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
+        chunks = triton.cdiv(n - k0, chunk_rows)
+        part_tiles = triton.cdiv(trailing, products_cols)
+        _panel_products[(part_tiles * chunks * batch,)](
+            src, H, tau, grams, T, W_parts, n, k0, part_tiles, chunks, NB=panel_width,
+            TILE_COLS=products_cols, TILE_ROWS=PRODUCTS_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+            num_warps=UPDATE_WARPS, **pdl)
+
+        def update(first, count, rows, beside):  # tiles first … first + count - 1, row chunks of ``rows``
+            if count:
+                row_chunks = triton.cdiv(n - k0, rows)
+                _panel_update[(count * row_chunks * batch,)](
+                    src, H, T, W_parts, n, k0, tiles, chunks, first, count, row_chunks, NB=panel_width,
+                    TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=rows,
+                    PARTS_COLS=products_cols, BESIDE=beside, num_warps=UPDATE_WARPS, **pdl)
+
+        if not look_ahead or max(16, triton.next_power_of_2(trailing)) > max_register_rows:
+            # the next panel after the whole update (a split panel's 33 launches cannot run beside anything)
+            update(0, tiles, chunk_rows, False)
+            factor(k0 + panel_width)
+        else:  # update the tiles that hold the next panel (in short row chunks, to be done soon), factor that
+            # panel, and meanwhile update the rest
+            next_tiles = triton.cdiv(min(panel_width, trailing), TRAILING_TILE_COLS)
+            update(0, next_tiles, TRAILING_TILE_ROWS, False)
+            factor(k0 + panel_width)
+            update(next_tiles, tiles - next_tiles, chunk_rows, True)
 
 
 def _dependent_launch(device: torch.device) -> dict:
@@ -381,11 +432,20 @@ def _dependent_launch(device: torch.device) -> dict:
     return dict(PDL=on, launch_pdl=on)
 
 
+def _multiprocessors(device: torch.device) -> int:
+    """Multiprocessors of the device (the interpreter runs one program at a time: one notional multiprocessor)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
 def _update_programs(device: torch.device) -> int:
-    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor (the
-    interpreter runs one program at a time: one notional multiprocessor)."""
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-    return UPDATE_PROGRAMS_PER_SM * sms
+    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor."""
+    return UPDATE_PROGRAMS_PER_SM * _multiprocessors(device)
+
+
+def _look_ahead(A: torch.Tensor) -> bool:
+    """Whether a panel's programs, one per matrix, leave multiprocessors idle: then the next panel is factored
+    beside the rest of the update (where they fill it, that costs the update more than it saves)."""
+    return A.shape[0] < _multiprocessors(A.device)
 
 
 def _latency_bound(A: torch.Tensor) -> bool:
@@ -401,7 +461,8 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
     else:
         small = _latency_bound(A)
         _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
-                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS)
+                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
+                        _look_ahead(A))
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -415,14 +476,15 @@ def _outputs(A: torch.Tensor):
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
-               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS):
-    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, and
-    many update programs to split the update's rows)."""
+               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS,
+               look_ahead: bool | None = None):
+    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, many
+    update programs to split the update's rows, and choose look-ahead, which on a CPU is otherwise off)."""
     if products_cols % TRAILING_TILE_COLS:
         raise ValueError(f"products_cols {products_cols} is not a multiple of {TRAILING_TILE_COLS}")
     H, tau = _outputs(A)
     _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
-                    products_cols)
+                    products_cols, _look_ahead(A) if look_ahead is None else look_ahead)
     return H, tau
 
 

@@ -73,6 +73,24 @@ def test_update_rows_split_over_programs(batch, n, case):
     _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64))
 
 
+@pytest.mark.parametrize("case", ["dense", "rankdef", "rowscale"])
+def test_look_ahead_gives_the_same_factors(case):
+    # Look-ahead only reorders the launches (the next panel is factored before the update of the columns beyond
+    # it) and cuts the next panel's update tile in shorter row chunks: every number must come out the same.
+    A = _input(2, 70, case, seed=13)
+    H, tau = sub.qr_blocked(A, panel_width=16, look_ahead=True)
+    _check(A, (H, tau))
+    H_plain, tau_plain = sub.qr_blocked(A, panel_width=16, look_ahead=False)
+    assert torch.equal(H, H_plain) and torch.equal(tau, tau_plain)
+
+
+def test_look_ahead_beside_split_panels_and_row_chunks():
+    # Split panels (taller than 64 rows) are factored after the whole update; the register panels after them
+    # are looked ahead, with the update's rows cut in chunks over 64 programs.
+    A = _input(2, 150, "clustered", seed=17)
+    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64, look_ahead=True))
+
+
 def test_products_tiles_must_hold_whole_update_tiles():
     A = _input(1, 40)
     with pytest.raises(ValueError, match="products_cols 96 is not a multiple of 64"):
