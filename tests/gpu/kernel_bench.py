@@ -3,9 +3,11 @@
     python tests/gpu/kernel_bench.py [ENTRY.py ...] [--out DIR] [--geqrf] [--only N ...]
 
 ENTRY defaults to submission.py.  Every test case (first entry only) and benchmark case is checked with
-reference.check_details (margins printed); each benchmark case is timed with CUDA events: per repeat, the L2 is
-flushed, then one call; the median of the repeats is reported.  --geqrf adds torch.geqrf on the cases with
-n <= 352 (it takes seconds on the larger ones).  The table goes to stdout and, with --out, to DIR/bench.txt.
+reference.check_details (margins printed; a failure or a crash also gets a line of its own, and the run ends
+with the count of failed outputs, so that the case rows can be filtered out); each benchmark case is timed
+with CUDA events: per repeat, the L2 is flushed, then one call; the median of the repeats is reported.
+--geqrf adds torch.geqrf on the cases with n <= 352 (it takes seconds on the larger ones).  The table goes to
+stdout and, with --out, to DIR/bench.txt.
 """
 
 import argparse
@@ -68,7 +70,7 @@ def main() -> int:
         print(line, flush=True)
         lines.append(line)
 
-    failures = 0
+    checked = failures = 0
     bench_us = {name: [] for name in kernels}
     for kind in ("tests", "benchmarks"):
         for c in spec[kind]:
@@ -82,6 +84,7 @@ def main() -> int:
                 if kind == "tests" and index > 0:
                     continue  # other entries are variants under study: checked on the benchmark cases only
                 try:
+                    checked += 1
                     out = kernel(A)
                     torch.cuda.synchronize()
                     r = reference.check_details(pristine, out)
@@ -94,12 +97,14 @@ def main() -> int:
                         us = time_entry(kernel, A, flush)
                         bench_us[name].append(us)
                         row += f" {us:10.1f} us"
-                except Exception as exc:  # a crash is a failed case here, reported in one line
+                except Exception as exc:  # a crash is a failed case here, reported on a line of its own
                     failures += 1
-                    row += f" | {name}: ERROR {type(exc).__name__}: {str(exc)[:150]}"
+                    row += f" | {name}: ERROR"
+                    say(f"  ERROR {name}: {type(exc).__name__}: {str(exc)[:150]}")
             if kind == "benchmarks" and args.geqrf and c["n"] <= 352:
                 row += f" | geqrf {time_entry(torch.geqrf, A, flush):10.1f} us"
             say(row)
+    say(f"checked {checked} outputs (test cases: first entry only): {failures} failed")
     for name, times in bench_us.items():
         if times:
             say(f"{name}: geometric mean of {len(times)} benchmark cases {statistics.geometric_mean(times):.1f} us")
