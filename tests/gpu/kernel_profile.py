@@ -1,12 +1,16 @@
 """GPU-only: where an entry's time goes, kernel by kernel (not collected by pytest).
 
-    python tests/gpu/kernel_profile.py [ENTRY.py ...]
+    python tests/gpu/kernel_profile.py [ENTRY.py ...] [--serial]
 
 For each large benchmark shape: the per-call time of ``custom_kernel`` (median of 10 CUDA-event timings), then
 one ungraphed ``_factor(A, H, tau)`` under torch.profiler, its GPU kernels' times summed by kernel name.  The
-entry must expose ``_factor(A, H, tau)`` as submission.py does.
+entry must expose ``_factor(A, H, tau)`` as submission.py does.  Under programmatic dependent launch a kernel
+starts while its predecessor runs and waits for it, so its time includes that wait and the sum exceeds the
+call; ``--serial`` profiles the entry with PDL off (its ``_dependent_launch`` replaced), so that each kernel's
+time is its own, as Nsight Compute reports it.
 """
 
+import argparse
 import collections
 import importlib.util
 import sys
@@ -44,18 +48,26 @@ def per_call_ms(fn, A, repeats: int = 10) -> float:
 
 
 def main() -> None:
-    for path in sys.argv[1:] or [str(ROOT / "submission.py")]:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("entries", nargs="*", default=[str(ROOT / "submission.py")])
+    parser.add_argument("--serial", action="store_true", help="profile with programmatic dependent launch off")
+    args = parser.parse_args()
+    for path in args.entries:
         entry = load(path)
-        print(f"== {path}")
+        print(f"== {path}" + (" (PDL off while profiled)" if args.serial else ""))
         for batch, n in SHAPES:
             A = reference.generate_input(batch, n, 2, 1, "dense", device="cuda")
             call = per_call_ms(entry.custom_kernel, A)
             H, tau = torch.empty_like(A), torch.empty(A.shape[:2], device="cuda")
+            launch_options = entry._dependent_launch
+            if args.serial:  # for the profiled calls only: custom_kernel above was timed as it runs
+                entry._dependent_launch = lambda device: dict(PDL=False, launch_pdl=False)
             entry._factor(A, H, tau)
             torch.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 entry._factor(A, H, tau)
                 torch.cuda.synchronize()
+            entry._dependent_launch = launch_options
             totals = collections.defaultdict(lambda: [0.0, 0])
             for event in prof.events():
                 if event.device_type.name == "CUDA":
