@@ -363,8 +363,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
     T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
     grams = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
+
+    def panel_rows(k0):  # rows of the register tile that would hold the panel at k0 (more: it is split)
+        return max(16, triton.next_power_of_2(n - k0))
+
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
-    splits = max(16, triton.next_power_of_2(n)) > max_register_rows
+    splits = panel_rows(0) > max_register_rows
     sums = torch.zeros((batch, 3, 2, panel_width) if splits else (1,), dtype=torch.float32, device=dev)
     step = 0
     # An update has tiles x chunks <= max(tiles, update_programs // batch) programs per matrix (chunks > 1 only
@@ -377,7 +381,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def factor(k0):  # the panel at k0: in one program's registers, or split over several (a launch per reflector)
         nonlocal step
         src = A if k0 == 0 else H
-        rows = max(16, triton.next_power_of_2(n - k0))
+        rows = panel_rows(k0)
         if rows > max_register_rows:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
             slices = triton.cdiv(n - k0, slice_rows)
             for j in range(panel_width + 1):
@@ -412,7 +416,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                     TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=rows,
                     PARTS_COLS=products_cols, BESIDE=beside, num_warps=UPDATE_WARPS, **pdl)
 
-        if not look_ahead or max(16, triton.next_power_of_2(trailing)) > max_register_rows:
+        if not look_ahead or panel_rows(k0 + panel_width) > max_register_rows:
             # the next panel after the whole update (a split panel's 33 launches cannot run beside anything)
             update(0, tiles, chunk_rows, False)
             factor(k0 + panel_width)

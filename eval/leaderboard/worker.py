@@ -160,7 +160,7 @@ def run_job(job: dict, *, device: str | None = None, baseline: bool = False, tim
 def work(client: ApiClient, *, gpu: str, once: bool = False, poll_s: float = 5.0, device: str | None = None,
          baseline: bool = False, isolation: str = "namespaces", echo=print) -> int:
     """Drain the queue one job at a time; with ``once`` handle at most one job. Returns jobs done."""
-    make_undumpable()          # our environment holds the token
+    make_undumpable()  # our environment holds the token
     jail.check(isolation)
     host = socket.gethostname()
     done = 0
