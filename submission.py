@@ -8,20 +8,24 @@ panel and its update read A and write every entry of H; everything after works i
 Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` columns.  For the panel at column
 ``k0``:
   1. ``_factor_panel``: one program per matrix holds the panel ``H[k0:, k0:k0+NB]`` in registers and runs the
-     panel's reflectors one by one (each applied to the panel columns on its right); it also stores the
-     strictly lower triangle of the panel's Gram matrix VᵀV, which the reflectors yield for free (below).
+     panel's reflectors one by one (each applied to the panel columns on its right); it also builds T of the
+     panel's compact WY form ``H_0 … H_{NB-1} = I - V T Vᵀ`` (T upper triangular), a column per reflector
+     (``_T_column``) from the row of the Gram matrix VᵀV that each reflector yields for free (below).
      A panel taller than MAX_REGISTER_PANEL_ROWS (few large matrices: too many rows for one program) is split
      in row slices over several programs instead (``_reflect_split_panel``, one launch per reflector; the
-     slices add their partial sums atomically into one buffer in global memory).
-  2. The update of the trailing columns C with the panel's compact WY form ``H_0 … H_{NB-1} = I - V T Vᵀ``
-     (T upper triangular, built from VᵀV and the taus by ``_store_T``): ``C <- C - V (Tᵀ (Vᵀ C))``.
+     slices add their partial sums atomically into one buffer in global memory); it stores the Gram's rows,
+     and T is built from them afterwards (``_store_T``).
+  2. The update of the trailing columns C with the panel's compact WY form: ``C <- C - V (Tᵀ (Vᵀ C))``.
      ``_panel_products`` forms Vᵀ C and ``_panel_update`` the rest, each program on one tile of columns and
      one chunk of its rows; the rows are cut in chunks only as far as needed to give the GPU enough programs
      (few large matrices), and the chunks' parts of Vᵀ C meet in global memory.  A large input's products
      take tiles of PRODUCTS_TILE_COLS columns (V is read once per tile: fewer, wider tiles read it less often),
-     each update program the TRAILING_TILE_COLS of them it updates.  The products run on tensor
-     cores in error-compensated tf32 (each float32 operand split into a tf32 high and a tf32 low part, the
-     three significant cross products summed), which keeps float32 accuracy on ill-conditioned input.
+     each update program the TRAILING_TILE_COLS of them it updates.  The two large products run on
+     bf16 tensor cores, error-compensated (``_dot_bf16x3``: each float32 operand split into a bf16 high and a
+     bf16 low part, the three significant cross products summed in float32): each product is then exact to
+     3·2⁻¹⁶ of |a||b| instead of float32's 2⁻²⁴, at half the tensor-core cost of compensated tf32.  The
+     residual gates grow with n and that error does not: from BF16X3_MIN_N on it stays below a tenth of them
+     on every case kind; smaller matrices keep compensated tf32 (each operand split into two tf32 parts).
 A small matrix (n <= SMALL_N_MAX) is a single panel as wide as the matrix: one program does the whole QR.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
 reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per reflector, twice the update
@@ -32,11 +36,6 @@ reflector), the launch chain of a (batch, n, device) is captured once as a CUDA 
 On Hopper and newer every kernel is a programmatic dependent launch: it starts while its predecessor finishes
 and waits for it (``_follow``) before touching memory, which hides most of the launch latency of a chain of
 short kernels.
-Look-ahead: where one program per matrix leaves multiprocessors idle (fewer matrices than multiprocessors), the
-next panel need not wait for the whole update.  The update is then launched in two parts: first the tiles that
-hold the next panel's columns (in short row chunks, so that it ends soon), then the next panel's factorization,
-then the other tiles, which need nothing from that factorization: they start at once beside it (``_run_beside``)
-and wait for it only at their end (``_join``), so that the kernels after them still see both finished.
 
 One reflector (``_reflector``), following the folded reductions of the design note: with the column
 ``x = P[j:, j]`` of the current panel P, ``alpha = x[0]``, ``d[c] = P[j, c]`` (the diagonal row) and
@@ -47,6 +46,8 @@ A trivial reflector (``sigma == 0``) has ``tau = 0`` and leaves the column, diag
 For the earlier columns c < j, which hold the finished vectors v_c, the same sum is ``w[c] = v_cᵀ v_j``: row j of
 VᵀV comes with the reflector, and T needs no product of V with itself.
 """
+
+import os
 
 import torch
 import triton
@@ -68,6 +69,10 @@ SPLIT_PANEL_SLICE = 64  # rows per program of a split panel
 PANEL_FLOATS_PER_THREAD_ALONE = 32
 PANEL_FLOATS_PER_THREAD_SHARED = 128
 UPDATE_WARPS = 4  # warps per program of the update's two kernels
+# From this n on, the update's two products run in compensated bf16, below it in compensated tf32: the gates
+# grow with n (20 n eps) and bf16's error does not (residual margins, CPU checks: about 8 / n of the gate,
+# 0.14 at n = 64, 0.06 at n = 128); small inputs gain little from the faster products anyway.
+BF16X3_MIN_N = 128
 UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
 
 
@@ -78,22 +83,6 @@ def _follow(PDL: tl.constexpr):
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def _run_beside(PDL: tl.constexpr):
-    """The start of a kernel that needs nothing from the kernel launched just before it: let the next kernel
-    launch at once, without waiting (it ends with ``_join``)."""
-    if PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def _join(PDL: tl.constexpr):
-    """The end of a kernel started with ``_run_beside``: wait for its predecessor, so that the next kernel, which
-    waits for this one, also waits for that."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
 
 
 @triton.jit
@@ -149,25 +138,30 @@ def _unit_lower(P, rows, cols, inside):
 
 
 @triton.jit
+def _T_column(T, g, tau, j, cols):
+    """Column j of T of the compact WY form, given its columns before j: T[j, j] = tau_j and
+    T[:j, j] = -tau_j T[:j, :j] g[:j], with g[c] = v_cᵀ v_j = (VᵀV)[c, j] (entries c >= j of g are ignored)."""
+    t_col = -tau * tl.sum(T * tl.where(cols < j, g, 0.0)[None, :], axis=1)
+    t_col = tl.where(cols == j, tau, tl.where(cols < j, t_col, 0.0))
+    return tl.where(cols[None, :] == j, t_col[:, None], T)
+
+
+@triton.jit
 def _store_T(T_out, b, lower, taus, cols, NB: tl.constexpr):
-    """T of the compact WY form, column by column: T[j, j] = tau_j, T[:j, j] = -tau_j T[:j, :j] (VᵀV)[:j, j],
-    from ``lower``, the strictly lower triangle of VᵀV (row j holds (VᵀV)[j, :j])."""
+    """T of the compact WY form from ``lower``, the strictly lower triangle of VᵀV (row j holds (VᵀV)[j, :j])."""
     T = tl.zeros([NB, NB], dtype=tl.float32)
     for j in range(0, NB):
         g = tl.sum(tl.where(cols[:, None] == j, lower, 0.0), axis=0)
-        tau_j = tl.sum(tl.where(cols == j, taus, 0.0), axis=0)
-        t_col = -tau_j * tl.sum(T * g[None, :], axis=1)
-        t_col = tl.where(cols == j, tau_j, tl.where(cols < j, t_col, 0.0))
-        T = tl.where(cols[None, :] == j, t_col[:, None], T)
+        T = _T_column(T, g, tl.sum(tl.where(cols == j, taus, 0.0), axis=0), j, cols)
     tl.store(T_out + b * NB * NB + cols[:, None] * NB + cols[None, :], T)
 
 
 @triton.jit
-def _factor_panel(src, H, tau_out, grams, n, k0,
-                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_GRAM: tl.constexpr, PDL: tl.constexpr):
+def _factor_panel(src, H, tau_out, T_out, n, k0,
+                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, PDL: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
-    rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_GRAM, its
-    Gram matrix VᵀV's strictly lower triangle (``grams`` [batch, NB, NB]; see ``_reflector``)."""
+    rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T, the
+    T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per reflector (see ``_reflector``)."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, ROWS)
@@ -177,19 +171,19 @@ def _factor_panel(src, H, tau_out, grams, n, k0,
     offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
     P = tl.load(src + offsets, mask=inside, other=0.0)
     taus = tl.zeros([NB], dtype=tl.float32)
-    lower = tl.zeros([NB, NB], dtype=tl.float32)
+    T = tl.zeros([NB, NB], dtype=tl.float32)
     for j in range(0, n_cols):
         x = _column(P, cols, j)
         d, m = _fold_sums(P, x, rows, cols, j)
         tau, scale, diagonal, w = _reflector(d, m, j, cols)
         P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
         taus = tl.where(cols == j, tau, taus)
-        if WRITE_GRAM:
-            lower = tl.where(cols[:, None] == j, tl.where(cols < j, w, 0.0)[None, :], lower)
+        if WRITE_T:
+            T = _T_column(T, w, tau, j, cols)
     tl.store(H + offsets, P, mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
-    if WRITE_GRAM:
-        tl.store(grams + b * NB * NB + cols[:, None] * NB + cols[None, :], lower)
+    if WRITE_T:
+        tl.store(T_out + b * NB * NB + cols[:, None] * NB + cols[None, :], T)
 
 
 @triton.jit
@@ -248,6 +242,49 @@ def _update_program(tiles, chunks):
     return (pid // (tiles * chunks)).to(tl.int64), pid % tiles, (pid // tiles) % chunks
 
 
+# The interpreter (CPU tests) multiplies bfloat16 tensors as raw 16-bit integers and truncates float32 -> bfloat16:
+# there the bf16 parts are kept in float32 (rounded by bit arithmetic), whose products are the same exact numbers.
+_INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
+
+
+@triton.jit
+def _bf16_parts(x):
+    """x = hi + lo + e with hi and lo bfloat16 (8 significant bits each) and |e| <= 2⁻¹⁶ |x|."""
+    if _INTERPRETED:
+        hi = _round_to_bf16(x)
+        lo = _round_to_bf16(x - hi)
+    else:
+        hi = x.to(tl.bfloat16)
+        lo = (x - hi.to(tl.float32)).to(tl.bfloat16)
+    return hi, lo
+
+
+@triton.jit
+def _round_to_bf16(x):
+    """float32 x rounded to the nearest bfloat16 (ties to even), as float32."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _dot_bf16x3(a, b):
+    """a @ b for float32 a, b on bf16 tensor cores: hi·hi + hi·lo + lo·hi accumulated in float32 (the dropped
+    lo·lo and the parts' rounding leave an error below 3·2⁻¹⁶ |a| |b|)."""
+    a_hi, a_lo = _bf16_parts(a)
+    b_hi, b_lo = _bf16_parts(b)
+    return tl.dot(a_hi, b_hi) + tl.dot(a_hi, b_lo) + tl.dot(a_lo, b_hi)
+
+
+@triton.jit
+def _dot_compensated(a, b, BF16X3: tl.constexpr):
+    """a @ b to near float32 accuracy on tensor cores: in compensated bf16, or else in compensated tf32."""
+    if BF16X3:
+        return _dot_bf16x3(a, b)
+    else:
+        return tl.dot(a, b, input_precision="tf32x3")
+
+
 @triton.jit
 def _W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB: tl.constexpr, TILE_COLS: tl.constexpr):
     """Addresses of the [NB, TILE_COLS] part of Vᵀ C that row chunk c of tile t of matrix b contributes
@@ -258,17 +295,19 @@ def _W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB: tl.constexpr, TILE_COLS
 @triton.jit
 def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                    PDL: tl.constexpr):
+                    BUILD_T: tl.constexpr, BF16X3: tl.constexpr, PDL: tl.constexpr):
     """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
     Vᵀ C`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS] (``src`` is the
-    input in the first panel's update, else H itself).  Program (b, 0, 0) also builds the panel's T from its
-    taus and the strictly lower triangle of its Gram matrix VᵀV (``grams`` [batch, NB, NB])."""
+    input in the first panel's update, else H itself).  After a split panel (BUILD_T), program (b, 0, 0) also
+    builds the panel's T from its taus and the strictly lower triangle of its Gram matrix VᵀV (``grams``
+    [batch, NB, NB]); a register panel has written T itself."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
-    if (t == 0) & (c == 0):
-        lower = tl.load(grams + (b * NB + vc[:, None]) * NB + vc[None, :])
-        _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + vc), vc, NB)
+    if BUILD_T:
+        if (t == 0) & (c == 0):
+            lower = tl.load(grams + (b * NB + vc[:, None]) * NB + vc[None, :])
+            _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + vc), vc, NB)
     base = H + b * n * n
     tc = k0 + NB + t * TILE_COLS + tl.arange(0, TILE_COLS)
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
@@ -278,25 +317,19 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
         V = _load_V(base, n, k0, rr, vc, row_end)
         C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
-        W += tl.dot(tl.trans(V), C, input_precision="tf32x3")
+        W += _dot_compensated(tl.trans(V), C, BF16X3)
     ti = tl.arange(0, TILE_COLS)
     tl.store(_W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB, TILE_COLS), W)
 
 
 @triton.jit
-def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks, first_tile, launch_tiles, row_chunks,
+def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
                   NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                  PARTS_COLS: tl.constexpr, BESIDE: tl.constexpr, PDL: tl.constexpr):
-    """Second half, for the tiles first_tile … first_tile + launch_tiles - 1 (of ``tiles``): program (b, t, c) sums
-    W = Vᵀ C over the chunks (its TILE_COLS columns of the products' parts of PARTS_COLS columns), and updates its
-    chunk of the tile: H <- C - V (Tᵀ W) with C read from ``src``.  With BESIDE, it runs beside the factorization
-    of the next panel launched just before it (see ``_factor_blocked``)."""
-    if BESIDE:
-        _run_beside(PDL)
-    else:
-        _follow(PDL)
-    b, t, c = _update_program(launch_tiles, row_chunks)
-    t += first_tile
+                  PARTS_COLS: tl.constexpr, BF16X3: tl.constexpr, PDL: tl.constexpr):
+    """Second half: program (b, t, c) sums W = Vᵀ C over the chunks (its TILE_COLS columns of the products'
+    parts of PARTS_COLS columns), and updates its chunk of the tile: H <- C - V (Tᵀ W) with C read from ``src``."""
+    _follow(PDL)
+    b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     ti = tl.arange(0, TILE_COLS)
     per_part: tl.constexpr = PARTS_COLS // TILE_COLS
@@ -316,10 +349,8 @@ def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks, first_tile, launc
         c_offsets = b * n * n + (k0 + rr[:, None]) * n + tc[None, :]
         c_ok = (rr[:, None] < row_end) & (tc[None, :] < n)
         C = tl.load(src + c_offsets, mask=c_ok, other=0.0)
-        C -= tl.dot(V, Z, input_precision="tf32x3")
+        C -= _dot_compensated(V, Z, BF16X3)
         tl.store(H + c_offsets, C, mask=c_ok)
-    if BESIDE:
-        _join(PDL)
 
 
 def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_ALONE) -> int:
@@ -331,7 +362,7 @@ def _small_launch(A: torch.Tensor):
     """Grid, constants and warps of a small matrix's whole-matrix QR: one program per matrix holds the matrix as
     a single panel as wide as itself."""
     width = triton.next_power_of_2(A.shape[-1])
-    return (A.shape[0],), dict(ROWS=width, NB=width, WRITE_GRAM=False), _panel_warps(width, width)
+    return (A.shape[0],), dict(ROWS=width, NB=width, WRITE_T=False), _panel_warps(width, width)
 
 
 def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
@@ -347,28 +378,24 @@ def _update_chunks(rows: int, programs: int, target: int) -> int:
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int, products_cols: int, look_ahead: bool) -> None:
+                    update_programs: int, products_cols: int) -> None:
     """Blocked QR of A into H: per panel, factor it (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector), then
     update the trailing columns with its compact WY form (Vᵀ C on tiles of products_cols columns), the tiles'
-    rows split in chunks until about ``update_programs`` programs share the work.  With ``look_ahead``, a
-    register panel is factored while the update of the panel before it is still running on the columns beyond
-    it.  The first panel and its update read A and write every entry of H; everything after works in place in H."""
+    rows split in chunks until about ``update_programs`` programs share the work.  The first panel and its
+    update read A and write every entry of H; everything after works in place in H."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
     pdl = _dependent_launch(dev)
     floats_per_thread = PANEL_FLOATS_PER_THREAD_ALONE if _latency_bound(A) else PANEL_FLOATS_PER_THREAD_SHARED
+    bf16x3 = n >= BF16X3_MIN_N
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
     T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
     grams = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
-
-    def panel_rows(k0):  # rows of the register tile that would hold the panel at k0 (more: it is split)
-        return max(16, triton.next_power_of_2(n - k0))
-
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
-    splits = panel_rows(0) > max_register_rows
+    splits = max(16, triton.next_power_of_2(n)) > max_register_rows
     sums = torch.zeros((batch, 3, 2, panel_width) if splits else (1,), dtype=torch.float32, device=dev)
     step = 0
     # An update has tiles x chunks <= max(tiles, update_programs // batch) programs per matrix (chunks > 1 only
@@ -377,12 +404,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     parts_per_matrix = max(triton.cdiv(n, TRAILING_TILE_COLS), update_programs // batch)
     W_parts = torch.empty((batch * parts_per_matrix * panel_width * products_cols,), dtype=torch.float32,
                           device=dev)
-
-    def factor(k0):  # the panel at k0: in one program's registers, or split over several (a launch per reflector)
-        nonlocal step
+    for k0 in range(0, n, panel_width):
         src = A if k0 == 0 else H
-        rows = panel_rows(k0)
-        if rows > max_register_rows:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
+        rows = max(16, triton.next_power_of_2(n - k0))
+        split = rows > max_register_rows  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
+        has_trailing = k0 + panel_width < n
+        if split:
             slices = triton.cdiv(n - k0, slice_rows)
             for j in range(panel_width + 1):
                 _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
@@ -390,42 +417,22 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                     num_warps=_panel_warps(slice_rows, panel_width), **pdl)
                 step += 1
         else:
-            _factor_panel[(batch,)](src, H, tau, grams, n, k0, ROWS=rows, NB=panel_width,
-                                    WRITE_GRAM=k0 + panel_width < n,
+            _factor_panel[(batch,)](src, H, tau, T, n, k0, ROWS=rows, NB=panel_width, WRITE_T=has_trailing,
                                     num_warps=_panel_warps(rows, panel_width, floats_per_thread), **pdl)
-
-    factor(0)
-    for k0 in range(0, n - panel_width, panel_width):  # every panel with a trailing block
-        src = A if k0 == 0 else H
-        trailing = n - k0 - panel_width
-        tiles = triton.cdiv(trailing, TRAILING_TILE_COLS)
-        chunks = _update_chunks(n - k0, batch * tiles, update_programs)
-        chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
-        chunks = triton.cdiv(n - k0, chunk_rows)
-        part_tiles = triton.cdiv(trailing, products_cols)
-        _panel_products[(part_tiles * chunks * batch,)](
-            src, H, tau, grams, T, W_parts, n, k0, part_tiles, chunks, NB=panel_width,
-            TILE_COLS=products_cols, TILE_ROWS=PRODUCTS_TILE_ROWS, CHUNK_ROWS=chunk_rows,
-            num_warps=UPDATE_WARPS, **pdl)
-
-        def update(first, count, rows, beside):  # tiles first … first + count - 1, row chunks of ``rows``
-            if count:
-                row_chunks = triton.cdiv(n - k0, rows)
-                _panel_update[(count * row_chunks * batch,)](
-                    src, H, T, W_parts, n, k0, tiles, chunks, first, count, row_chunks, NB=panel_width,
-                    TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=rows,
-                    PARTS_COLS=products_cols, BESIDE=beside, num_warps=UPDATE_WARPS, **pdl)
-
-        if not look_ahead or panel_rows(k0 + panel_width) > max_register_rows:
-            # the next panel after the whole update (a split panel's 33 launches cannot run beside anything)
-            update(0, tiles, chunk_rows, False)
-            factor(k0 + panel_width)
-        else:  # update the tiles that hold the next panel (in short row chunks, to be done soon), factor that
-            # panel, and meanwhile update the rest
-            next_tiles = triton.cdiv(min(panel_width, trailing), TRAILING_TILE_COLS)
-            update(0, next_tiles, TRAILING_TILE_ROWS, False)
-            factor(k0 + panel_width)
-            update(next_tiles, tiles - next_tiles, chunk_rows, True)
+        if has_trailing:
+            tiles = triton.cdiv(n - k0 - panel_width, TRAILING_TILE_COLS)
+            chunks = _update_chunks(n - k0, batch * tiles, update_programs)
+            chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
+            chunks = triton.cdiv(n - k0, chunk_rows)
+            part_tiles = triton.cdiv(n - k0 - panel_width, products_cols)
+            _panel_products[(part_tiles * chunks * batch,)](  # after a split panel it builds T from the Gram
+                src, H, tau, grams, T, W_parts, n, k0, part_tiles, chunks, NB=panel_width,
+                TILE_COLS=products_cols, TILE_ROWS=PRODUCTS_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split,
+                BF16X3=bf16x3, num_warps=UPDATE_WARPS, **pdl)
+            _panel_update[(tiles * chunks * batch,)](
+                src, H, T, W_parts, n, k0, tiles, chunks, NB=panel_width, TILE_COLS=TRAILING_TILE_COLS,
+                TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, PARTS_COLS=products_cols, BF16X3=bf16x3,
+                num_warps=UPDATE_WARPS, **pdl)
 
 
 def _dependent_launch(device: torch.device) -> dict:
@@ -436,20 +443,11 @@ def _dependent_launch(device: torch.device) -> dict:
     return dict(PDL=on, launch_pdl=on)
 
 
-def _multiprocessors(device: torch.device) -> int:
-    """Multiprocessors of the device (the interpreter runs one program at a time: one notional multiprocessor)."""
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-
-
 def _update_programs(device: torch.device) -> int:
-    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor."""
-    return UPDATE_PROGRAMS_PER_SM * _multiprocessors(device)
-
-
-def _look_ahead(A: torch.Tensor) -> bool:
-    """Whether a panel's programs, one per matrix, leave multiprocessors idle: then the next panel is factored
-    beside the rest of the update (where they fill it, that costs the update more than it saves)."""
-    return A.shape[0] < _multiprocessors(A.device)
+    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor (the
+    interpreter runs one program at a time: one notional multiprocessor)."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+    return UPDATE_PROGRAMS_PER_SM * sms
 
 
 def _latency_bound(A: torch.Tensor) -> bool:
@@ -465,8 +463,7 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
     else:
         small = _latency_bound(A)
         _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
-                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
-                        _look_ahead(A))
+                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS)
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -480,15 +477,14 @@ def _outputs(A: torch.Tensor):
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
-               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS,
-               look_ahead: bool | None = None):
-    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, many
-    update programs to split the update's rows, and choose look-ahead, which on a CPU is otherwise off)."""
+               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS):
+    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, and many
+    update programs to split the update's rows)."""
     if products_cols % TRAILING_TILE_COLS:
         raise ValueError(f"products_cols {products_cols} is not a multiple of {TRAILING_TILE_COLS}")
     H, tau = _outputs(A)
     _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
-                    products_cols, _look_ahead(A) if look_ahead is None else look_ahead)
+                    products_cols)
     return H, tau
 
 

@@ -12,6 +12,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 import reference  # noqa: E402
 
@@ -73,23 +75,37 @@ def test_update_rows_split_over_programs(batch, n, case):
     _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64))
 
 
-@pytest.mark.parametrize("case", ["dense", "rankdef", "rowscale"])
-def test_look_ahead_gives_the_same_factors(case):
-    # Look-ahead only reorders the launches (the next panel is factored before the update of the columns beyond
-    # it) and cuts the next panel's update tile in shorter row chunks: every number must come out the same.
-    A = _input(2, 70, case, seed=13)
-    H, tau = sub.qr_blocked(A, panel_width=16, look_ahead=True)
-    _check(A, (H, tau))
-    H_plain, tau_plain = sub.qr_blocked(A, panel_width=16, look_ahead=False)
-    assert torch.equal(H, H_plain) and torch.equal(tau, tau_plain)
+@triton.jit
+def _split_kernel(X, HI, LO, N: tl.constexpr):
+    i = tl.arange(0, N)
+    hi, lo = sub._bf16_parts(tl.load(X + i))
+    tl.store(HI + i, hi.to(tl.float32))
+    tl.store(LO + i, lo.to(tl.float32))
 
 
-def test_look_ahead_beside_split_panels_and_row_chunks():
-    # Split panels (taller than 64 rows) are factored after the whole update; the register panels after them
-    # are looked ahead, with the update's rows cut in chunks over 64 programs.
-    A = _input(2, 150, "clustered", seed=17)
-    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64, look_ahead=True))
+def test_bf16_parts_are_rounded_like_torch_bfloat16():
+    # The interpreter's float32 -> bfloat16 cast truncates; the kernels round by bit arithmetic there instead,
+    # which must give the GPU's round-to-nearest-even parts (torch's own conversion), subnormals and ties included.
+    x = torch.cat([torch.randn(4000) * 10.0 ** torch.randint(-30, 30, (4000,)),
+                   torch.tensor([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, -(1.0 + 2.0 ** -8), 3e-39, -1e-40, 0.0, -0.0]),
+                   torch.zeros(4096 - 4007)])
+    hi, lo = torch.empty_like(x), torch.empty_like(x)
+    _split_kernel[(1,)](x, hi, lo, N=x.numel())
+    assert torch.equal(hi, x.bfloat16().float())
+    assert torch.equal(lo, (x - hi).bfloat16().float())
+    normal = x.abs() > 1e-30  # (below, lo is subnormal or zero and the bound is absolute)
+    assert bool(((x - hi - lo).abs() <= x.abs() * 2.0 ** -16)[normal].all())
 
+
+@pytest.mark.parametrize("case", ["rowscale", "band", "mixed"])
+def test_compensated_bf16_margins_below_a_tenth_from_its_smallest_n(case):
+    # The update's products switch to compensated bf16 at BF16X3_MIN_N: its error is fixed (< 3 2^-16 |a||b|) while
+    # the gates grow with n, so the residuals are largest here, on the case kinds that stress them most.
+    n = sub.BF16X3_MIN_N
+    for seed, width in [(1, 16), (2, 32)]:
+        A = _input(2, n, case, cond=0, seed=seed)
+        r = reference.check_details(A, sub.qr_blocked(A, panel_width=width))
+        assert r.ok and r.factor_margin < 0.1 and r.orth_margin < 0.1, (seed, width, r.factor_margin, r.orth_margin)
 
 def test_products_tiles_must_hold_whole_update_tiles():
     A = _input(1, 40)
