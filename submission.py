@@ -248,6 +248,14 @@ _INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
 
 
 @triton.jit
+def _round_to_bf16(x):
+    """float32 x rounded to the nearest bfloat16 (ties to even), as float32."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _bf16_parts(x):
     """x = hi + lo + e with hi and lo bfloat16 (8 significant bits each) and |e| <= 2⁻¹⁶ |x|."""
     if _INTERPRETED:
@@ -257,14 +265,6 @@ def _bf16_parts(x):
         hi = x.to(tl.bfloat16)
         lo = (x - hi.to(tl.float32)).to(tl.bfloat16)
     return hi, lo
-
-
-@triton.jit
-def _round_to_bf16(x):
-    """float32 x rounded to the nearest bfloat16 (ties to even), as float32."""
-    bits = x.to(tl.uint32, bitcast=True)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit

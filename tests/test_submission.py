@@ -102,10 +102,13 @@ def test_compensated_bf16_margins_below_a_tenth_from_its_smallest_n(case):
     # The update's products switch to compensated bf16 at BF16X3_MIN_N: its error is fixed (< 3 2^-16 |a||b|) while
     # the gates grow with n, so the residuals are largest here, on the case kinds that stress them most.
     n = sub.BF16X3_MIN_N
-    for seed, width in [(1, 16), (2, 32)]:
-        A = _input(2, n, case, cond=0, seed=seed)
-        r = reference.check_details(A, sub.qr_blocked(A, panel_width=width))
-        assert r.ok and r.factor_margin < 0.1 and r.orth_margin < 0.1, (seed, width, r.factor_margin, r.orth_margin)
+    for seed in (1, 2, 3):
+        A = _input(4, n, case, cond=0, seed=seed)
+        for width in (16, 32):
+            r = reference.check_details(A, sub.qr_blocked(A, panel_width=width))
+            assert r.ok and r.factor_margin < 0.1 and r.orth_margin < 0.1, (seed, width, r.factor_margin,
+                                                                             r.orth_margin)
+
 
 def test_products_tiles_must_hold_whole_update_tiles():
     A = _input(1, 40)
