@@ -18,14 +18,20 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
   2. The update of the trailing columns C with the panel's compact WY form: ``C <- C - V (Tᵀ (Vᵀ C))``.
      ``_panel_products`` forms Vᵀ C and ``_panel_update`` the rest, each program on one tile of columns and
      one chunk of its rows; the rows are cut in chunks only as far as needed to give the GPU enough programs
-     (few large matrices), and the chunks' parts of Vᵀ C meet in global memory.  A large input's products
-     take tiles of PRODUCTS_TILE_COLS columns (V is read once per tile: fewer, wider tiles read it less often),
-     each update program the TRAILING_TILE_COLS of them it updates.  The two large products run on
-     bf16 tensor cores, error-compensated (``_dot_bf16x3``: each float32 operand split into a bf16 high and a
-     bf16 low part, the three significant cross products summed in float32): each product is then exact to
-     3·2⁻¹⁶ of |a||b| instead of float32's 2⁻²⁴, at half the tensor-core cost of compensated tf32.  The
-     residual gates grow with n and that error does not: from BF16X3_MIN_N on it stays below a tenth of them
-     on every case kind; smaller matrices keep compensated tf32 (each operand split into two tf32 parts).
+     (few large matrices), and the chunks' parts of Vᵀ C meet in global memory.  A large input is bound by
+     the update's memory traffic, so its update also forms the next panel's Vᵀ C while it holds the updated
+     columns (``NEXT``): it first updates only the next panel's NB columns, the next panel is factored, and
+     the update of the remaining columns then adds V₁ᵀ C for that panel (V₁ its reflectors) on the way, one
+     read and one write of the trailing matrix per panel.  A latency-bound input keeps the plain order (the
+     whole update, the next panel, its ``_panel_products``: three passes, but shorter launches on the
+     critical path).  A large input's one products launch (the first panel's) takes tiles of
+     PRODUCTS_TILE_COLS columns (V is read once per tile: wider tiles read it less often).  The two large
+     products run on bf16 tensor cores, error-compensated (``_dot_bf16x3``: each float32 operand split into a
+     bf16 high and a bf16 low part, the three significant cross products summed in float32): each product is
+     then exact to 3·2⁻¹⁶ of |a||b| instead of float32's 2⁻²⁴, at half the tensor-core cost of compensated
+     tf32.  The residual gates grow with n and that error does not: from BF16X3_MIN_N on it stays below a
+     tenth of them on every case kind; smaller matrices keep compensated tf32 (each operand split into two
+     tf32 parts).
 A small matrix (n <= SMALL_N_MAX) is a single panel as wide as the matrix: one program does the whole QR.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
 reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per reflector, twice the update
@@ -58,17 +64,24 @@ LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: n
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
 TRAILING_TILE_COLS = 64  # trailing columns per program of the update (and of a latency-bound input's products)
-TRAILING_TILE_ROWS = 64  # rows per step of the update's pass over a tile (the row chunks are multiples)
-PRODUCTS_TILE_ROWS = 32  # rows per step of the products' pass over a tile
-PRODUCTS_TILE_COLS = 128  # trailing columns per products program of a large input (a multiple of TRAILING_TILE_COLS)
+TRAILING_TILE_ROWS = 32  # rows per step of a pass over a tile (the row chunks are multiples)
+PRODUCTS_TILE_COLS = 128  # trailing columns per products program of a large input (a power of 2)
 MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs per matrix
 SPLIT_PANEL_SLICE = 64  # rows per program of a split panel
-# Floats of a register panel per thread (which sets the program's warps): a program that has its multiprocessor
-# to itself (a latency-bound input, a split panel's slice) spreads the panel thin to shorten each step; one
-# that shares it with others (many matrices) holds more per thread, so each reduction crosses fewer warps.
-PANEL_FLOATS_PER_THREAD_ALONE = 32
+# Floats of a register panel per thread (which sets the program's warps).  Where the panel's chain of reflectors
+# is the critical path (a latency-bound input, a split panel's slice, a small matrix) it is spread thin to
+# shorten each step; a program that shares its multiprocessor with others (more matrices than multiprocessors)
+# holds more per thread, so each reduction crosses fewer warps; one matrix per multiprocessor of a large input
+# is in between (measured best of 32 / 64 / 128, docs/perf.md v32).
+PANEL_FLOATS_PER_THREAD_LATENCY = 32
+PANEL_FLOATS_PER_THREAD_OWN_SM = 64
 PANEL_FLOATS_PER_THREAD_SHARED = 128
 UPDATE_WARPS = 4  # warps per program of the update's two kernels
+# Registers per thread of an update program when the matrices alone give the launch many programs per
+# multiprocessor (rows not cut in chunks): the fused update needs ~190, which lets two programs share a
+# multiprocessor; capped, three do (50 % more loads in flight) for a few spilled registers.  A chunked launch
+# is sized to about UPDATE_PROGRAMS_PER_SM programs per multiprocessor and keeps its registers.
+UPDATE_MAX_REGISTERS = 168
 # From this n on, the update's two products run in compensated bf16, below it in compensated tf32: the gates
 # grow with n (20 n eps) and bf16's error does not (residual margins, CPU checks: about 8 / n of the gate,
 # 0.14 at n = 64, 0.06 at n = 128); small inputs gain little from the faster products anyway.
@@ -286,28 +299,34 @@ def _dot_compensated(a, b, BF16X3: tl.constexpr):
 
 
 @triton.jit
-def _W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB: tl.constexpr, TILE_COLS: tl.constexpr):
-    """Addresses of the [NB, TILE_COLS] part of Vᵀ C that row chunk c of tile t of matrix b contributes
-    (``W_parts`` read as [batch, tiles, chunks, NB, TILE_COLS])."""
-    return W_parts + (((b * tiles + t) * chunks + c) * NB + vc[:, None]) * TILE_COLS + ti[None, :]
+def _W_part(W_parts, b, c, chunks, n, vc, cols):
+    """Addresses of rows ``vc`` and (absolute) columns ``cols`` of row chunk c's part of Vᵀ C for matrix b
+    (``W_parts`` read as [batch, chunks, NB, n])."""
+    return W_parts + ((b * chunks + c) * vc.shape[0] + vc[:, None]) * n + cols[None, :]
 
 
 @triton.jit
-def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
+def _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB: tl.constexpr):
+    """T of the split panel at k0 of matrix b, from its taus and the strictly lower triangle of its Gram
+    matrix VᵀV (``grams`` [batch, NB, NB]); a register panel writes its T itself."""
+    lower = tl.load(grams + (b * NB + vc[:, None]) * NB + vc[None, :])
+    _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + vc), vc, NB)
+
+
+@triton.jit
+def _panel_products(src, H, tau_in, grams, T_out, W_out, n, k0, tiles, chunks,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
                     BUILD_T: tl.constexpr, BF16X3: tl.constexpr, PDL: tl.constexpr):
-    """First half of the trailing update of the panel at k0: program (b, t, c) writes ``W_parts[b, t, c] =
-    Vᵀ C`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS] (``src`` is the
-    input in the first panel's update, else H itself).  After a split panel (BUILD_T), program (b, 0, 0) also
-    builds the panel's T from its taus and the strictly lower triangle of its Gram matrix VᵀV (``grams``
-    [batch, NB, NB]); a register panel has written T itself."""
+    """Vᵀ C of the panel at k0 (every panel of a latency-bound input; of a large input only the first, whose
+    later panels' products come with the update before them, see ``_panel_update``): program (b, t, c) writes
+    ``W_out[b, c]`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS].
+    After a split panel (BUILD_T) program (b, 0, 0) also builds its T."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     if BUILD_T:
         if (t == 0) & (c == 0):
-            lower = tl.load(grams + (b * NB + vc[:, None]) * NB + vc[None, :])
-            _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + vc), vc, NB)
+            _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB)
     base = H + b * n * n
     tc = k0 + NB + t * TILE_COLS + tl.arange(0, TILE_COLS)
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
@@ -318,42 +337,51 @@ def _panel_products(src, H, tau_in, grams, T_out, W_parts, n, k0, tiles, chunks,
         C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
         W += _dot_compensated(tl.trans(V), C, BF16X3)
-    ti = tl.arange(0, TILE_COLS)
-    tl.store(_W_part(W_parts, b, t, c, tiles, chunks, vc, ti, NB, TILE_COLS), W)
+    tl.store(_W_part(W_out, b, c, chunks, n, vc, tc), W, mask=tc[None, :] < n)
 
 
 @triton.jit
-def _panel_update(src, H, T_in, W_parts, n, k0, tiles, chunks,
-                  NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                  PARTS_COLS: tl.constexpr, BF16X3: tl.constexpr, PDL: tl.constexpr):
-    """Second half: program (b, t, c) sums W = Vᵀ C over the chunks (its TILE_COLS columns of the products'
-    parts of PARTS_COLS columns), and updates its chunk of the tile: H <- C - V (Tᵀ W) with C read from ``src``."""
+def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_begin, c_end, tiles, chunks,
+                  in_chunks, NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
+                  CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BUILD_T: tl.constexpr, BF16X3: tl.constexpr,
+                  PDL: tl.constexpr):
+    """Update of columns [c_begin, c_end) by the panel at k0: program (b, t, c) sums W = Vᵀ C over the
+    ``in_chunks`` parts in ``W_in`` for its tile of TILE_COLS columns, and updates its chunk of the tile's rows,
+    H <- C - V (Tᵀ W) with C read from ``src``.  With NEXT, the next panel (at k1 = k0 + NB) has already been
+    factored and these are its trailing columns: from each updated block C' the program also adds V₁ᵀ C' (V₁
+    the next panel's reflectors) into ``W_out[b, c]``, so the next update finds its Vᵀ C without another pass
+    over the matrix; after a split next panel (BUILD_T) program (b, 0, 0) also builds its T into ``T_next``."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     vc = tl.arange(0, NB)
-    ti = tl.arange(0, TILE_COLS)
-    per_part: tl.constexpr = PARTS_COLS // TILE_COLS
-    part_tiles = tl.cdiv(tiles, per_part)
-    part_cols = (t % per_part) * TILE_COLS + ti
+    if BUILD_T:
+        if (t == 0) & (c == 0):
+            _build_split_T(tau_in, grams, T_next, b, n, k0 + NB, vc, NB)
+    tc = c_begin + t * TILE_COLS + tl.arange(0, TILE_COLS)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
-    for q in range(0, chunks):
-        W += tl.load(_W_part(W_parts, b, t // per_part, q, part_tiles, chunks, vc, part_cols, NB, PARTS_COLS))
+    for q in range(0, in_chunks):
+        W += tl.load(_W_part(W_in, b, q, in_chunks, n, vc, tc), mask=tc[None, :] < c_end, other=0.0)
     T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
     Z = tl.dot(tl.trans(T), W, input_precision="tf32x3")
     base = H + b * n * n
-    tc = k0 + NB + t * TILE_COLS + ti
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
+    W_next = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
         V = _load_V(base, n, k0, rr, vc, row_end)
         c_offsets = b * n * n + (k0 + rr[:, None]) * n + tc[None, :]
-        c_ok = (rr[:, None] < row_end) & (tc[None, :] < n)
+        c_ok = (rr[:, None] < row_end) & (tc[None, :] < c_end)
         C = tl.load(src + c_offsets, mask=c_ok, other=0.0)
         C -= _dot_compensated(V, Z, BF16X3)
         tl.store(H + c_offsets, C, mask=c_ok)
+        if NEXT:  # the next panel's rows are these rows less NB (V₁ is 0 above its diagonal)
+            V_next = _load_V(base, n, k0 + NB, rr - NB, vc, row_end - NB)
+            W_next += _dot_compensated(tl.trans(V_next), C, BF16X3)
+    if NEXT:
+        tl.store(_W_part(W_out, b, c, chunks, n, vc, tc), W_next, mask=tc[None, :] < c_end)
 
 
-def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_ALONE) -> int:
+def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_LATENCY) -> int:
     """Warps for a register tile of rows x width floats: about floats_per_thread per thread, 1 to 8 warps."""
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
 
@@ -371,68 +399,108 @@ def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
     _factor_panel[grid](A, H, tau, tau, A.shape[-1], 0, num_warps=warps, **constants, **_dependent_launch(A.device))
 
 
-def _update_chunks(rows: int, programs: int, target: int) -> int:
-    """Row chunks per trailing tile so that about ``target`` programs share the update (whole TILE_ROWS
-    blocks per chunk)."""
-    return max(1, min(triton.cdiv(rows, TRAILING_TILE_ROWS), target // programs))
+def _row_chunks(n: int, k0: int, programs: int, target: int):
+    """Row chunks of the trailing block at k0 for ``programs`` tile programs: about ``target`` programs share
+    the work (whole TRAILING_TILE_ROWS blocks per chunk).  Returns (chunks, rows per chunk)."""
+    rows = n - k0
+    chunks = max(1, min(triton.cdiv(rows, TRAILING_TILE_ROWS), target // programs))
+    chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(rows, chunks), TRAILING_TILE_ROWS)
+    return triton.cdiv(rows, chunk_rows), chunk_rows
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int, products_cols: int) -> None:
-    """Blocked QR of A into H: per panel, factor it (in one program's registers up to max_register_rows rows,
-    else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector), then
-    update the trailing columns with its compact WY form (Vᵀ C on tiles of products_cols columns), the tiles'
-    rows split in chunks until about ``update_programs`` programs share the work.  The first panel and its
-    update read A and write every entry of H; everything after works in place in H."""
+                    update_programs: int, products_cols: int, look_ahead: bool) -> None:
+    """Blocked QR of A into H.  Panel k is factored (in one program's registers up to max_register_rows rows,
+    else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector) and its Vᵀ C
+    formed; the update of its trailing columns then comes in one of two orders.  Plain: the whole update, then
+    the next panel, then the next panel's Vᵀ C (on tiles of products_cols columns): three passes over the
+    trailing matrix per panel, each launch short.  With look_ahead: the update of the next panel's NB columns
+    first, so that the next panel can be factored, then the rest of the update, which also forms the next
+    panel's Vᵀ C on the way (a read and a write per panel); the first panel's Vᵀ C keeps a launch of its own.
+    The update's tiles have their rows split in chunks until about ``update_programs`` programs share the work.
+    The first panel and its update read A and write every entry of H; everything after works in place in H."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
     pdl = _dependent_launch(dev)
-    floats_per_thread = PANEL_FLOATS_PER_THREAD_ALONE if _latency_bound(A) else PANEL_FLOATS_PER_THREAD_SHARED
+    floats_per_thread = (PANEL_FLOATS_PER_THREAD_LATENCY if _latency_bound(A)
+                         else PANEL_FLOATS_PER_THREAD_OWN_SM if batch <= _multiprocessors(dev)
+                         else PANEL_FLOATS_PER_THREAD_SHARED)
     bf16x3 = n >= BF16X3_MIN_N
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
-    T = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
-    grams = torch.empty((batch, panel_width, panel_width), dtype=torch.float32, device=dev)
+    nb = panel_width
+
+    def rows(k0: int) -> int:  # rows of the register tile of the panel at k0
+        return max(16, triton.next_power_of_2(n - k0))
+
+    def split(k0: int) -> bool:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
+        return rows(k0) > max_register_rows
+
+    def update_shape(k0: int, c_begin: int, c_end: int, cols: int = TRAILING_TILE_COLS):
+        """(tiles, chunks, chunk rows) of a launch over columns [c_begin, c_end) of the trailing block at k0."""
+        tiles = triton.cdiv(c_end - c_begin, cols)
+        return (tiles, *_row_chunks(n, k0, batch * tiles, update_programs))
+
+    # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
+    # parts of its Vᵀ C likewise in W[k % 2], [batch, chunks, NB, n] each (no launch has more chunks than one
+    # with a single tile over all n rows).
+    T = torch.empty((2, batch, nb, nb), dtype=torch.float32, device=dev)
+    grams = torch.empty((batch, nb, nb), dtype=torch.float32, device=dev)
+    W = torch.empty((2, batch * _row_chunks(n, 0, batch, update_programs)[0] * nb * n), dtype=torch.float32,
+                    device=dev)
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
-    splits = max(16, triton.next_power_of_2(n)) > max_register_rows
-    sums = torch.zeros((batch, 3, 2, panel_width) if splits else (1,), dtype=torch.float32, device=dev)
+    sums = torch.zeros((batch, 3, 2, nb) if split(0) else (1,), dtype=torch.float32, device=dev)
     step = 0
-    # An update has tiles x chunks <= max(tiles, update_programs // batch) programs per matrix (chunks > 1 only
-    # while tiles x chunks stays within update_programs // batch); a products program (as many or fewer) writes
-    # an [NB, products_cols] part of Vᵀ C.
-    parts_per_matrix = max(triton.cdiv(n, TRAILING_TILE_COLS), update_programs // batch)
-    W_parts = torch.empty((batch * parts_per_matrix * panel_width * products_cols,), dtype=torch.float32,
-                          device=dev)
-    for k0 in range(0, n, panel_width):
-        src = A if k0 == 0 else H
-        rows = max(16, triton.next_power_of_2(n - k0))
-        split = rows > max_register_rows  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
-        has_trailing = k0 + panel_width < n
-        if split:
+
+    def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor) -> None:
+        nonlocal step
+        if split(k0):
             slices = triton.cdiv(n - k0, slice_rows)
-            for j in range(panel_width + 1):
+            for j in range(nb + 1):
                 _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
-                    src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=panel_width, SLICE=slice_rows,
-                    num_warps=_panel_warps(slice_rows, panel_width), **pdl)
+                    src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
+                    num_warps=_panel_warps(slice_rows, nb), **pdl)
                 step += 1
         else:
-            _factor_panel[(batch,)](src, H, tau, T, n, k0, ROWS=rows, NB=panel_width, WRITE_T=has_trailing,
-                                    num_warps=_panel_warps(rows, panel_width, floats_per_thread), **pdl)
-        if has_trailing:
-            tiles = triton.cdiv(n - k0 - panel_width, TRAILING_TILE_COLS)
-            chunks = _update_chunks(n - k0, batch * tiles, update_programs)
-            chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(n - k0, chunks), TRAILING_TILE_ROWS)
-            chunks = triton.cdiv(n - k0, chunk_rows)
-            part_tiles = triton.cdiv(n - k0 - panel_width, products_cols)
-            _panel_products[(part_tiles * chunks * batch,)](  # after a split panel it builds T from the Gram
-                src, H, tau, grams, T, W_parts, n, k0, part_tiles, chunks, NB=panel_width,
-                TILE_COLS=products_cols, TILE_ROWS=PRODUCTS_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split,
-                BF16X3=bf16x3, num_warps=UPDATE_WARPS, **pdl)
-            _panel_update[(tiles * chunks * batch,)](
-                src, H, T, W_parts, n, k0, tiles, chunks, NB=panel_width, TILE_COLS=TRAILING_TILE_COLS,
-                TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, PARTS_COLS=products_cols, BF16X3=bf16x3,
-                num_warps=UPDATE_WARPS, **pdl)
+            _factor_panel[(batch,)](src, H, tau, T_k, n, k0, ROWS=rows(k0), NB=nb, WRITE_T=k0 + nb < n,
+                                    num_warps=_panel_warps(rows(k0), nb, floats_per_thread), **pdl)
+
+    def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
+        """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
+        _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)
+        tiles = triton.cdiv(n - k0 - nb, products_cols)
+        _panel_products[(tiles * chunks * batch,)](
+            src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb, TILE_COLS=products_cols,
+            TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split(k0), BF16X3=bf16x3,
+            num_warps=UPDATE_WARPS, **pdl)
+        return chunks
+
+    def update(k0: int, src: torch.Tensor, buffers: tuple, c_begin: int, c_end: int, in_chunks: int,
+               next_products: bool) -> int:
+        """The update of columns [c_begin, c_end) by the panel at k0; returns its chunks."""
+        tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end)
+        _panel_update[(tiles * chunks * batch,)](
+            src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles, chunks, in_chunks, NB=nb,
+            TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+            NEXT=next_products, BUILD_T=next_products and split(k0 + nb), BF16X3=bf16x3, num_warps=UPDATE_WARPS,
+            maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **pdl)
+        return chunks
+
+    factor(0, A, T[0])
+    if nb < n:
+        chunks = products(0, A, T[0], W[0])  # of the launch that wrote the current panel's Vᵀ C
+    for k, k0 in enumerate(range(0, n - nb, nb)):  # panel k, at k0, has trailing columns [k1, n)
+        src = A if k0 == 0 else H
+        k1 = k0 + nb
+        buffers = (T[k % 2], T[(k + 1) % 2], W[k % 2], W[(k + 1) % 2])
+        update(k0, src, buffers, k1, min(k1 + nb, n) if look_ahead else n, chunks, False)
+        factor(k1, H, buffers[1])
+        if k1 + nb < n:
+            if look_ahead:
+                chunks = update(k0, src, buffers, k1 + nb, n, chunks, True)
+            else:
+                chunks = products(k1, H, buffers[1], buffers[3])
 
 
 def _dependent_launch(device: torch.device) -> dict:
@@ -443,11 +511,14 @@ def _dependent_launch(device: torch.device) -> dict:
     return dict(PDL=on, launch_pdl=on)
 
 
+def _multiprocessors(device: torch.device) -> int:
+    """The device's multiprocessors (the interpreter runs one program at a time: one notional multiprocessor)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
 def _update_programs(device: torch.device) -> int:
-    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor (the
-    interpreter runs one program at a time: one notional multiprocessor)."""
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
-    return UPDATE_PROGRAMS_PER_SM * sms
+    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor."""
+    return UPDATE_PROGRAMS_PER_SM * _multiprocessors(device)
 
 
 def _latency_bound(A: torch.Tensor) -> bool:
@@ -463,7 +534,8 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
     else:
         small = _latency_bound(A)
         _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
-                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS)
+                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
+                        look_ahead=not small)
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -477,14 +549,14 @@ def _outputs(A: torch.Tensor):
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
-               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS):
-    """The blocked path on its own, for any n (tests use narrow panels to reach many panels at small n, and many
-    update programs to split the update's rows)."""
-    if products_cols % TRAILING_TILE_COLS:
-        raise ValueError(f"products_cols {products_cols} is not a multiple of {TRAILING_TILE_COLS}")
+               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True):
+    """The blocked path on its own, for any n, in either order of the update (tests use narrow panels to reach
+    many panels at small n, and many update programs to split the update's rows)."""
+    if products_cols < 16 or products_cols & (products_cols - 1):
+        raise ValueError(f"products_cols {products_cols} is not a power of 2 from 16 on")
     H, tau = _outputs(A)
     _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
-                    products_cols)
+                    products_cols, look_ahead)
     return H, tau
 
 

@@ -52,27 +52,30 @@ def test_every_case_kind_small_path(case):
     _check(A, sub.custom_kernel(A))
 
 
+@pytest.mark.parametrize("look_ahead", [True, False])
 @pytest.mark.parametrize("case", reference.CASES)
-def test_every_case_kind_blocked_three_panels(case):
+def test_every_case_kind_blocked_three_panels(case, look_ahead):
     A = _input(2, 40, case, seed=11)  # panels of 16 columns: 16 + 16 + 8
-    _check(A, sub.qr_blocked(A, panel_width=16))
+    _check(A, sub.qr_blocked(A, panel_width=16, look_ahead=look_ahead))
 
 
+@pytest.mark.parametrize("look_ahead", [True, False])
 @pytest.mark.parametrize("batch,n,case", [(1, 37, "dense"), (2, 53, "nearrank"), (2, 45, "clustered")])
-def test_blocked_odd_n_with_split_panels(batch, n, case):
+def test_blocked_odd_n_with_split_panels(batch, n, case, look_ahead):
     # max_register_rows=16 splits every panel taller than 16 rows over programs of 16 rows each (one launch
     # per reflector); the shorter last panels stay in one program's registers.
     A = _input(batch, n, case, seed=5)
-    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=16))
+    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=16, look_ahead=look_ahead))
 
 
+@pytest.mark.parametrize("look_ahead", [True, False])
 @pytest.mark.parametrize("batch,n,case", [(1, 150, "dense"), (2, 130, "rowscale")])
-def test_update_rows_split_over_programs(batch, n, case):
-    # 64 update programs for 1-2 matrices with one or two 64-column tiles: every tile's rows are cut in chunks
-    # (their partial V^T C summed by the second kernel, each update tile reading its half of a 128-column products
-    # tile's parts); panels of 150 and 130 rows are split in slices too.
+def test_update_rows_split_over_programs(batch, n, case, look_ahead):
+    # 64 update programs for 1-2 matrices with one or two 64-column tiles: every tile's rows are cut in chunks,
+    # whose partial V^T C the update sums (written by a products launch of 128-column tiles, or, with look-ahead,
+    # by the previous update's 64-column tiles); panels of 150 and 130 rows are split in slices too.
     A = _input(batch, n, case, seed=9)
-    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64))
+    _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64, look_ahead=look_ahead))
 
 
 @triton.jit
@@ -110,10 +113,18 @@ def test_compensated_bf16_margins_below_a_tenth_from_its_smallest_n(case):
                                                                              r.orth_margin)
 
 
-def test_products_tiles_must_hold_whole_update_tiles():
+def test_products_tiles_narrower_than_update_tiles():
+    # The products' parts of V^T C are kept by absolute column, so update tiles of 64 columns read them from
+    # two 32-column products tiles each.
+    A = _input(2, 100, "rowscale", seed=4)
+    _check(A, sub.qr_blocked(A, panel_width=16, products_cols=32, look_ahead=False))
+
+
+@pytest.mark.parametrize("cols", [96, 8])
+def test_products_tiles_must_be_a_power_of_two(cols):
     A = _input(1, 40)
-    with pytest.raises(ValueError, match="products_cols 96 is not a multiple of 64"):
-        sub.qr_blocked(A, panel_width=16, products_cols=96)
+    with pytest.raises(ValueError, match=f"products_cols {cols} is not a power of 2 from 16 on"):
+        sub.qr_blocked(A, panel_width=16, products_cols=cols)
 
 
 def test_default_blocked_path_with_one_column_last_panel():
