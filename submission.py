@@ -437,9 +437,9 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def split(k0: int) -> bool:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
         return rows(k0) > max_register_rows
 
-    def update_shape(k0: int, c_begin: int, c_end: int, cols: int = TRAILING_TILE_COLS):
-        """(tiles, chunks, chunk rows) of a launch over columns [c_begin, c_end) of the trailing block at k0."""
-        tiles = triton.cdiv(c_end - c_begin, cols)
+    def update_shape(k0: int, c_begin: int, c_end: int):
+        """(tiles, chunks, chunk rows) of an update over columns [c_begin, c_end) of the trailing block at k0."""
+        tiles = triton.cdiv(c_end - c_begin, TRAILING_TILE_COLS)
         return (tiles, *_row_chunks(n, k0, batch * tiles, update_programs))
 
     # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
@@ -468,7 +468,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
-        _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)
+        _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
         tiles = triton.cdiv(n - k0 - nb, products_cols)
         _panel_products[(tiles * chunks * batch,)](
             src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb, TILE_COLS=products_cols,
