@@ -70,9 +70,11 @@ MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs 
 SPLIT_PANEL_SLICE = 64  # rows per program of a split panel
 # Floats of a register panel per thread (which sets the program's warps).  Where the panel's chain of reflectors
 # is the critical path (a latency-bound input, a split panel's slice, a small matrix) it is spread thin to
-# shorten each step; a program that shares its multiprocessor with others (more matrices than multiprocessors)
-# holds more per thread, so each reduction crosses fewer warps; one matrix per multiprocessor of a large input
-# is in between (measured best of 32 / 64 / 128, docs/perf.md v32).
+# shorten each step, thinnest for a small matrix's single program; a program that shares its multiprocessor
+# with others (more matrices than multiprocessors) holds more per thread, so each reduction crosses fewer
+# warps; one matrix per multiprocessor of a large input is in between (measured best of 32 / 64 / 128,
+# docs/perf.md v32; small matrices v35).
+PANEL_FLOATS_PER_THREAD_SMALL = 16
 PANEL_FLOATS_PER_THREAD_LATENCY = 32
 PANEL_FLOATS_PER_THREAD_OWN_SM = 64
 PANEL_FLOATS_PER_THREAD_SHARED = 128
@@ -381,6 +383,17 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_beg
         tl.store(_W_part(W_out, b, c, chunks, n, vc, tc), W_next, mask=tc[None, :] < c_end)
 
 
+# The host's shape arithmetic runs on every call, a hundred times for a large input: plain integers, not
+# ``triton.cdiv`` / ``triton.next_power_of_2``, whose constexpr wrappers cost microseconds a call (perf.md v35).
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_power_of_2(x: int) -> int:
+    """The least power of 2 >= x (x >= 1)."""
+    return 1 << (x - 1).bit_length()
+
+
 def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_LATENCY) -> int:
     """Warps for a register tile of rows x width floats: about floats_per_thread per thread, 1 to 8 warps."""
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
@@ -389,8 +402,9 @@ def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PE
 def _small_launch(A: torch.Tensor):
     """Grid, constants and warps of a small matrix's whole-matrix QR: one program per matrix holds the matrix as
     a single panel as wide as itself."""
-    width = triton.next_power_of_2(A.shape[-1])
-    return (A.shape[0],), dict(ROWS=width, NB=width, WRITE_T=False), _panel_warps(width, width)
+    width = _next_power_of_2(A.shape[-1])
+    return (A.shape[0],), dict(ROWS=width, NB=width, WRITE_T=False), _panel_warps(width, width,
+                                                                                PANEL_FLOATS_PER_THREAD_SMALL)
 
 
 def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
@@ -403,9 +417,9 @@ def _row_chunks(n: int, k0: int, programs: int, target: int):
     """Row chunks of the trailing block at k0 for ``programs`` tile programs: about ``target`` programs share
     the work (whole TRAILING_TILE_ROWS blocks per chunk).  Returns (chunks, rows per chunk)."""
     rows = n - k0
-    chunks = max(1, min(triton.cdiv(rows, TRAILING_TILE_ROWS), target // programs))
-    chunk_rows = TRAILING_TILE_ROWS * triton.cdiv(triton.cdiv(rows, chunks), TRAILING_TILE_ROWS)
-    return triton.cdiv(rows, chunk_rows), chunk_rows
+    chunks = max(1, min(_cdiv(rows, TRAILING_TILE_ROWS), target // programs))
+    chunk_rows = TRAILING_TILE_ROWS * _cdiv(_cdiv(rows, chunks), TRAILING_TILE_ROWS)
+    return _cdiv(rows, chunk_rows), chunk_rows
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
@@ -424,6 +438,11 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
     pdl = _dependent_launch(dev)
+    # Where every matrix can have a multiprocessor to itself, a register panel is launched plainly, once the
+    # update before it has finished, not as a dependent: measured 3-6 % faster at n352 b40, within the noise
+    # elsewhere (docs/perf.md v35).  A guess at why: dependents are placed while the update still holds most
+    # multiprocessors, so two panel programs (each its matrix's whole critical path) can land on one.
+    panel_launch = pdl if batch > _multiprocessors(dev) else dict(PDL=False, launch_pdl=False)
     floats_per_thread = (PANEL_FLOATS_PER_THREAD_LATENCY if _latency_bound(A)
                          else PANEL_FLOATS_PER_THREAD_OWN_SM if batch <= _multiprocessors(dev)
                          else PANEL_FLOATS_PER_THREAD_SHARED)
@@ -432,14 +451,14 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     nb = panel_width
 
     def rows(k0: int) -> int:  # rows of the register tile of the panel at k0
-        return max(16, triton.next_power_of_2(n - k0))
+        return max(16, _next_power_of_2(n - k0))
 
     def split(k0: int) -> bool:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
         return rows(k0) > max_register_rows
 
     def update_shape(k0: int, c_begin: int, c_end: int):
         """(tiles, chunks, chunk rows) of an update over columns [c_begin, c_end) of the trailing block at k0."""
-        tiles = triton.cdiv(c_end - c_begin, TRAILING_TILE_COLS)
+        tiles = _cdiv(c_end - c_begin, TRAILING_TILE_COLS)
         return (tiles, *_row_chunks(n, k0, batch * tiles, update_programs))
 
     # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
@@ -456,7 +475,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor) -> None:
         nonlocal step
         if split(k0):
-            slices = triton.cdiv(n - k0, slice_rows)
+            slices = _cdiv(n - k0, slice_rows)
             for j in range(nb + 1):
                 _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
                     src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
@@ -464,12 +483,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                 step += 1
         else:
             _factor_panel[(batch,)](src, H, tau, T_k, n, k0, ROWS=rows(k0), NB=nb, WRITE_T=k0 + nb < n,
-                                    num_warps=_panel_warps(rows(k0), nb, floats_per_thread), **pdl)
+                                    num_warps=_panel_warps(rows(k0), nb, floats_per_thread), **panel_launch)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
         _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
-        tiles = triton.cdiv(n - k0 - nb, products_cols)
+        tiles = _cdiv(n - k0 - nb, products_cols)
         _panel_products[(tiles * chunks * batch,)](
             src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb, TILE_COLS=products_cols,
             TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split(k0), BF16X3=bf16x3,
