@@ -384,7 +384,8 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_beg
 
 
 # The host's shape arithmetic runs on every call, a hundred times for a large input: plain integers, not
-# ``triton.cdiv`` / ``triton.next_power_of_2``, whose constexpr wrappers cost microseconds a call (perf.md v35).
+# ``triton.cdiv`` / ``triton.next_power_of_2``, whose constexpr wrappers cost microseconds a call
+# (docs/perf.md v35).
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -438,13 +439,14 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
     pdl = _dependent_launch(dev)
-    # Where every matrix can have a multiprocessor to itself, a register panel is launched plainly, once the
-    # update before it has finished, not as a dependent: measured 3-6 % faster at n352 b40, within the noise
-    # elsewhere (docs/perf.md v35).  A guess at why: dependents are placed while the update still holds most
-    # multiprocessors, so two panel programs (each its matrix's whole critical path) can land on one.
-    panel_launch = pdl if batch > _multiprocessors(dev) else dict(PDL=False, launch_pdl=False)
+    own_sm = batch <= _multiprocessors(dev)  # every matrix's register panel can have a multiprocessor to itself
+    # Then a register panel is launched plainly, once the update before it has finished, not as a dependent:
+    # measured 3-6 % faster at n352 b40, within the noise elsewhere (docs/perf.md v35).  A guess at why:
+    # dependents are placed while the update still holds most multiprocessors, so two panel programs (each its
+    # matrix's whole critical path) can land on one.
+    panel_launch = dict(PDL=False, launch_pdl=False) if own_sm else pdl
     floats_per_thread = (PANEL_FLOATS_PER_THREAD_LATENCY if _latency_bound(A)
-                         else PANEL_FLOATS_PER_THREAD_OWN_SM if batch <= _multiprocessors(dev)
+                         else PANEL_FLOATS_PER_THREAD_OWN_SM if own_sm
                          else PANEL_FLOATS_PER_THREAD_SHARED)
     bf16x3 = n >= BF16X3_MIN_N
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
