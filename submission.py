@@ -120,8 +120,9 @@ def _reflector(d, m, j, cols):
 
 @triton.jit
 def _column(P, cols, j):
-    """Column j of a block of panel rows."""
-    return tl.sum(tl.where(cols[None, :] == j, P, 0.0), axis=1)
+    """Column j of a block of panel rows (summed with -0.0, not 0.0, as the neutral element: x + (-0.0) is x
+    exactly, so the compiler can drop the additions of columns known not to be j)."""
+    return tl.sum(tl.where(cols[None, :] == j, P, -0.0), axis=1)
 
 
 @triton.jit
@@ -187,14 +188,20 @@ def _factor_panel(src, H, tau_out, T_out, n, k0,
     P = tl.load(src + offsets, mask=inside, other=0.0)
     taus = tl.zeros([NB], dtype=tl.float32)
     T = tl.zeros([NB, NB], dtype=tl.float32)
-    for j in range(0, n_cols):
-        x = _column(P, cols, j)
-        d, m = _fold_sums(P, x, rows, cols, j)
-        tau, scale, diagonal, w = _reflector(d, m, j, cols)
-        P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
-        taus = tl.where(cols == j, tau, taus)
-        if WRITE_T:
-            T = _T_column(T, w, tau, j, cols)
+    # Each thread holds its rows' columns in runs of 4 consecutive ones (16-byte loads), so with the loop unrolled by
+    # 4 the compiler knows which of a thread's 4 column registers can be column j: it drops the selections of the
+    # other three (docs/perf.md v39).
+    for j0 in range(0, n_cols, 4):
+        for s in tl.static_range(4):
+            j = j0 + s
+            if j < n_cols:
+                x = _column(P, cols, j)
+                d, m = _fold_sums(P, x, rows, cols, j)
+                tau, scale, diagonal, w = _reflector(d, m, j, cols)
+                P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
+                taus = tl.where(cols == j, tau, taus)
+                if WRITE_T:
+                    T = _T_column(T, w, tau, j, cols)
     tl.store(H + offsets, P, mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
