@@ -3,11 +3,11 @@
     python tests/gpu/ab_bench.py N:BATCH:CASE[,N:BATCH:CASE ...] ENTRY.py [ENTRY.py ...]
 
 For each case one input is made (reference.generate_input, seed 7) and every entry's output on it is checked
-with reference.check_details (a failure ends the run).  Then 7 rounds, each calling every entry 5 times in turn;
-before each call a 240 MB buffer is added to (the L2 flush) and the call is timed with CUDA events.  Per entry
-the median of its 35 calls is printed with their range, then the geometric mean over the cases.  Interleaving
-keeps a drift of the GPU's clock or of the host's speed out of the ratios (kernel_bench times one entry's
-repeats together).  (Run as scratch/ab.py in sessions 10-12.)
+with reference.check_details (a failure ends the run).  Then 7 rounds, each calling every entry 5 times in turn,
+every call timed after an L2 flush as kernel_bench times it.  Per entry the median of its 35 calls is printed
+with their range, then the geometric mean over the cases.  Interleaving keeps a drift of the GPU's clock or of
+the host's speed out of the ratios (kernel_bench times one entry's repeats together).  (Run as scratch/ab.py,
+with a 240 MB flush, in sessions 10-12.)
 """
 
 import statistics
@@ -16,40 +16,28 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import reference  # noqa: E402
-from kernel_bench import load_entry  # noqa: E402  (this script's folder is on the path)
+from kernel_bench import L2_FLUSH_BYTES, cases_and_entries, timed_call  # noqa: E402  (this script's folder)
 
 ROUNDS, CALLS = 7, 5
 
 
 def main() -> int:
-    if len(sys.argv) < 3:
-        print(__doc__.splitlines()[2].strip(), file=sys.stderr)
-        return 2
-    cases = [c.split(":") for c in sys.argv[1].split(",")]
-    entries = {Path(p).stem: load_entry(p) for p in sys.argv[2:]}
-    flush = torch.empty(60 * 2**20, dtype=torch.float32, device="cuda")
+    cases, entries = cases_and_entries(__doc__.splitlines()[0])
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     medians = {name: [] for name in entries}
     for n, batch, case in cases:
-        A = reference.generate_input(int(batch), int(n), 2, 7, case, device="cuda")
-        times = {name: [] for name in entries}
+        A = reference.generate_input(batch, n, 2, 7, case, device="cuda")
         for name, kernel in entries.items():
             result = reference.check_details(A, kernel(A))
             if not result.ok:
                 print(f"n{n} b{batch} {case}: {name} FAILED: {result.message}", flush=True)
                 return 1
+        times = {name: [] for name in entries}
         for _ in range(ROUNDS):
             for name, kernel in entries.items():
-                for _ in range(CALLS):
-                    flush.add_(1.0)
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    kernel(A)
-                    end.record()
-                    torch.cuda.synchronize()
-                    times[name].append(start.elapsed_time(end) * 1e3)
+                times[name] += [timed_call(kernel, A, flush) for _ in range(CALLS)]
         row = f"n{n} b{batch} {case:<10}"
         for name, t in times.items():
             medians[name].append(statistics.median(t))

@@ -5,9 +5,9 @@
 Per case and entry, 12 rounds of two timed calls, each after a synchronize: "plain", the call as it comes, and
 "held", the stream first held by a sleep kernel of about 30 ms (longer than any call's host work here) so that
 the host has enqueued the whole call before the GPU starts it.  The medians' difference is the time the GPU spent
-waiting for the host.  No L2 flush precedes the start event, so the host's lead-in shows in full; a timer that
-flushes just before it (kernel_bench, ab_bench, both evaluators) hides part of it.  (Run as scratch/gpufloor.py in
-session 12.)
+waiting for the host.  The L2 flush is finished before the start event, so the host's lead-in shows in full; a
+timer that enqueues its flush just before the start event (kernel_bench, ab_bench, both evaluators) hides part of
+it behind the flush.  (Run as scratch/gpufloor.py, with a 240 MB flush, in session 12.)
 """
 
 import statistics
@@ -19,21 +19,17 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import reference  # noqa: E402
-from kernel_bench import load_entry  # noqa: E402  (this script's folder is on the path)
+from kernel_bench import L2_FLUSH_BYTES, cases_and_entries  # noqa: E402  (this script's folder is on the path)
 
 ROUNDS = 12
 HOLD_CYCLES = 60_000_000  # about 30 ms at the H200's clock
 
 
 def main() -> int:
-    if len(sys.argv) < 3:
-        print(__doc__.splitlines()[2].strip(), file=sys.stderr)
-        return 2
-    cases = [c.split(":") for c in sys.argv[1].split(",")]
-    entries = {Path(p).stem: load_entry(p) for p in sys.argv[2:]}
-    flush = torch.empty(60 * 2**20, dtype=torch.float32, device="cuda")
+    cases, entries = cases_and_entries(__doc__.splitlines()[0])
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     for n, batch, case in cases:
-        A = reference.generate_input(int(batch), int(n), 2, 7, case, device="cuda")
+        A = reference.generate_input(batch, n, 2, 7, case, device="cuda")
         row = f"n{n} b{batch} {case:<8}"
         for name, kernel in entries.items():
             kernel(A)

@@ -36,6 +36,40 @@ def load_entry(path: str):
     return module.custom_kernel
 
 
+def cases_and_entries(description: str):
+    """The command line of ab_bench.py and host_share.py: ``N:BATCH:CASE[,...] ENTRY.py [ENTRY.py ...]``; returns
+    the cases as (n, batch, case) and the entries' custom_kernel by file stem."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("cases", help="comma-separated n:batch:case, e.g. 1024:60:dense,32:20:dense")
+    parser.add_argument("entries", nargs="+")
+    args = parser.parse_args()
+    cases = []
+    for text in args.cases.split(","):
+        try:
+            n, batch, case = text.split(":")
+            n, batch = int(n), int(batch)
+        except ValueError:
+            parser.error(f"expected n:batch:case, got {text!r}")
+        if case not in reference.CASES:
+            parser.error(f"unknown case kind {case!r} in {text!r} (one of {', '.join(reference.CASES)})")
+        cases.append((n, batch, case))
+    missing = [p for p in args.entries if not Path(p).is_file()]
+    if missing:
+        parser.error(f"no such entry file: {', '.join(missing)}")
+    return cases, {Path(p).stem: load_entry(p) for p in args.entries}
+
+
+def timed_call(kernel, A: torch.Tensor, flush: torch.Tensor) -> float:
+    """Microseconds of one call, by CUDA events, after the L2 is flushed (``flush`` added to)."""
+    flush.add_(1.0)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    kernel(A)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3
+
+
 def time_entry(kernel, A: torch.Tensor, flush: torch.Tensor) -> float:
     """Median microseconds per call."""
     kernel(A)
@@ -43,13 +77,7 @@ def time_entry(kernel, A: torch.Tensor, flush: torch.Tensor) -> float:
     times = []
     started = time.perf_counter()
     while len(times) < MAX_REPEATS and (len(times) < 3 or time.perf_counter() - started < TIME_BUDGET_S):
-        flush.add_(1.0)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        kernel(A)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
+        times.append(timed_call(kernel, A, flush))
     return statistics.median(times)
 
 
