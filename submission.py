@@ -484,15 +484,16 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor) -> None:
         nonlocal step
         if split(k0):
-            slices = _cdiv(n - k0, slice_rows)
+            slices, warps = _cdiv(n - k0, slice_rows), _panel_warps(slice_rows, nb)
             for j in range(nb + 1):
                 _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
                     src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
-                    num_warps=_panel_warps(slice_rows, nb), **pdl)
+                    num_warps=warps, **pdl)
                 step += 1
         else:
-            _factor_panel[(batch,)](src, H, tau, T_k, n, k0, ROWS=rows(k0), NB=nb, WRITE_T=k0 + nb < n,
-                                    num_warps=_panel_warps(rows(k0), nb, floats_per_thread), **panel_launch)
+            tile_rows = rows(k0)
+            _factor_panel[(batch,)](src, H, tau, T_k, n, k0, ROWS=tile_rows, NB=nb, WRITE_T=k0 + nb < n,
+                                    num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **panel_launch)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
