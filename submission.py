@@ -38,7 +38,8 @@ reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per r
 passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
 Where the launches rather than the kernels set the time (a small input, or split panels with a launch per
 reflector), the launch chain of a (batch, n, device) is captured once as a CUDA graph and replayed
-(``_GraphedQR``); a small matrix's single launch is made straight from its compiled kernel (``_LaunchedQR``).
+(``_GraphedQR``); otherwise each launch is made straight from its compiled kernel, recorded on the first call
+(``_DirectQR``): Triton's own launch path costs tens of microseconds of the host's time per launch.
 On Hopper and newer every kernel is a programmatic dependent launch: it starts while its predecessor finishes
 and waits for it (``_follow``) before touching memory, which hides most of the launch latency of a chain of
 short kernels.
@@ -89,6 +90,9 @@ UPDATE_MAX_REGISTERS = 168
 # 0.14 at n = 64, 0.06 at n = 128); small inputs gain little from the faster products anyway.
 BF16X3_MIN_N = 128
 UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
+# Under the Triton interpreter (CPU tests) two kernels take another route to the same numbers (_bf16_parts,
+# _fold_sums).
+_INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
 
 
 @triton.jit
@@ -106,8 +110,8 @@ def _reflector(d, m, j, cols):
 
     Returns ``tau``, ``scale`` (multiplies ``x[1:]`` into ``v[1:]``), the new diagonal entry, and ``w``.
     """
-    alpha = tl.sum(tl.where(cols == j, d, 0.0), axis=0)
-    sigma = tl.sum(tl.where(cols == j, m, 0.0), axis=0)
+    alpha = tl.sum(tl.where(cols == j, d, -0.0), axis=0)  # -0.0: see _column
+    sigma = tl.sum(tl.where(cols == j, m, -0.0), axis=0)
     trivial = sigma == 0.0
     norm = tl.sqrt(alpha * alpha + sigma)
     beta = tl.where(alpha >= 0.0, -norm, norm)
@@ -129,10 +133,18 @@ def _column(P, cols, j):
 def _fold_sums(P, x, rows, cols, j):
     """The diagonal row ``d = P[j, :]`` and folded sums ``m[c] = sum_{r>j} x[r] P[r, c]`` of a block of panel
     rows (``rows`` are the block's panel-row indices, ``x`` its column j); partial sums when the block is part
-    of the panel."""
-    d = tl.sum(tl.where(rows[:, None] == j, P, 0.0), axis=0)
-    m = tl.sum(tl.where(rows > j, x, 0.0)[:, None] * P, axis=0)
-    return d, m
+    of the panel.  Both come from one reduction: one exchange between the warps per reflector, not two."""
+    d_terms = tl.where(rows[:, None] == j, P, 0.0)
+    m_terms = tl.where(rows > j, x, 0.0)[:, None] * P
+    if _INTERPRETED:  # the interpreter runs a reduction's own combine function in Python, element by element
+        return tl.sum(d_terms, axis=0), tl.sum(m_terms, axis=0)
+    else:
+        return tl.reduce((d_terms, m_terms), 0, _add_pairs)
+
+
+@triton.jit
+def _add_pairs(d0, m0, d1, m1):
+    return d0 + d1, m0 + m1
 
 
 @triton.jit
@@ -264,9 +276,6 @@ def _update_program(tiles, chunks):
     return (pid // (tiles * chunks)).to(tl.int64), pid % tiles, (pid // tiles) % chunks
 
 
-# The interpreter (CPU tests) multiplies bfloat16 tensors as raw 16-bit integers and truncates float32 -> bfloat16:
-# there the bf16 parts are kept in float32 (rounded by bit arithmetic), whose products are the same exact numbers.
-_INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
 
 
 @triton.jit
@@ -280,7 +289,9 @@ def _round_to_bf16(x):
 @triton.jit
 def _bf16_parts(x):
     """x = hi + lo + e with hi and lo bfloat16 (8 significant bits each) and |e| <= 2⁻¹⁶ |x|."""
-    if _INTERPRETED:
+    if _INTERPRETED:  # the interpreter multiplies bfloat16 tensors as raw 16-bit integers and truncates float32 ->
+        # bfloat16: there the parts are kept in float32 (rounded by bit arithmetic), whose products are the same
+        # exact numbers
         hi = _round_to_bf16(x)
         lo = _round_to_bf16(x - hi)
     else:
@@ -407,18 +418,17 @@ def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PE
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
 
 
-def _small_launch(A: torch.Tensor):
-    """Grid, constants and warps of a small matrix's whole-matrix QR: one program per matrix holds the matrix as
-    a single panel as wide as itself."""
+def _launch_plainly(kernel, grid: tuple, *args, **options) -> None:
+    """Launch a kernel through Triton's own call path (see ``_DirectQR`` for the other way)."""
+    kernel[grid](*args, **options)
+
+
+def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
+    """Whole-matrix QR of A into H: one program per matrix holds the matrix as a single panel as wide as itself
+    (one launch: nothing to overlap with, so not a dependent launch)."""
     width = _next_power_of_2(A.shape[-1])
-    return (A.shape[0],), dict(ROWS=width, NB=width, WRITE_T=False), _panel_warps(width, width,
-                                                                                PANEL_FLOATS_PER_THREAD_SMALL)
-
-
-def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
-    """Whole-matrix QR of A into H, one program per matrix."""
-    grid, constants, warps = _small_launch(A)
-    _factor_panel[grid](A, H, tau, tau, A.shape[-1], 0, num_warps=warps, **constants, **_dependent_launch(A.device))
+    launch(_factor_panel, (A.shape[0],), A, H, tau, tau, A.shape[-1], 0, ROWS=width, NB=width, WRITE_T=False,
+           PDL=False, num_warps=_panel_warps(width, width, PANEL_FLOATS_PER_THREAD_SMALL))
 
 
 def _row_chunks(n: int, k0: int, programs: int, target: int):
@@ -431,7 +441,7 @@ def _row_chunks(n: int, k0: int, programs: int, target: int):
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int, products_cols: int, look_ahead: bool) -> None:
+                    update_programs: int, products_cols: int, look_ahead: bool, launch=_launch_plainly) -> None:
     """Blocked QR of A into H.  Panel k is factored (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector) and its Vᵀ C
     formed; the update of its trailing columns then comes in one of two orders.  Plain: the whole update, then
@@ -440,7 +450,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     first, so that the next panel can be factored, then the rest of the update, which also forms the next
     panel's Vᵀ C on the way (a read and a write per panel); the first panel's Vᵀ C keeps a launch of its own.
     The update's tiles have their rows split in chunks until about ``update_programs`` programs share the work.
-    The first panel and its update read A and write every entry of H; everything after works in place in H."""
+    The first panel and its update read A and write every entry of H; everything after works in place in H.
+    Every kernel is launched through ``launch`` (kernel, grid, arguments, options)."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
@@ -486,21 +497,21 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         if split(k0):
             slices, warps = _cdiv(n - k0, slice_rows), _panel_warps(slice_rows, nb)
             for j in range(nb + 1):
-                _reflect_split_panel[(batch, slices)](  # step 0 only reads; step 1 writes H first
-                    src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
-                    num_warps=warps, **pdl)
+                launch(_reflect_split_panel, (batch, slices),  # step 0 only reads; step 1 writes H first
+                          src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
+                       num_warps=warps, **pdl)
                 step += 1
         else:
             tile_rows = rows(k0)
-            _factor_panel[(batch,)](src, H, tau, T_k, n, k0, ROWS=tile_rows, NB=nb, WRITE_T=k0 + nb < n,
-                                    num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **panel_launch)
+            launch(_factor_panel, (batch,), src, H, tau, T_k, n, k0, ROWS=tile_rows, NB=nb, WRITE_T=k0 + nb < n,
+                   num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **panel_launch)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
         _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
         tiles = _cdiv(n - k0 - nb, products_cols)
-        _panel_products[(tiles * chunks * batch,)](
-            src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb, TILE_COLS=products_cols,
+        launch(
+            _panel_products, (tiles * chunks * batch,), src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb, TILE_COLS=products_cols,
             TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split(k0), BF16X3=bf16x3,
             num_warps=UPDATE_WARPS, **pdl)
         return chunks
@@ -509,8 +520,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                next_products: bool) -> int:
         """The update of columns [c_begin, c_end) by the panel at k0; returns its chunks."""
         tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end)
-        _panel_update[(tiles * chunks * batch,)](
-            src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles, chunks, in_chunks, NB=nb,
+        launch(
+            _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles, chunks, in_chunks, NB=nb,
             TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
             NEXT=next_products, BUILD_T=next_products and split(k0 + nb), BF16X3=bf16x3, num_warps=UPDATE_WARPS,
             maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **pdl)
@@ -555,22 +566,22 @@ def _latency_bound(A: torch.Tensor) -> bool:
     return A.numel() * A.element_size() <= LATENCY_BOUND_BYTES
 
 
-def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> None:
-    """QR of A into H and tau (A is left as it is)."""
+def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
+    """QR of A into H and tau (A is left as it is), each kernel launched through ``launch``."""
     n = A.shape[-1]
     if n <= SMALL_N_MAX:
-        _factor_small(A, H, tau)
+        _factor_small(A, H, tau, launch)
     else:
         small = _latency_bound(A)
         _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
                         _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
-                        look_ahead=not small)
+                        look_ahead=not small, launch=launch)
 
 
 def _graphed(A: torch.Tensor) -> bool:
-    """Whether to replay a captured launch chain (of more than one launch: n > SMALL_N_MAX): a latency-bound
-    input, or split panels (a launch per reflector)."""
-    return _latency_bound(A) or A.shape[-1] > MAX_REGISTER_PANEL_ROWS
+    """Whether to replay a captured launch chain rather than launch it: a chain of more than one launch (n >
+    SMALL_N_MAX) that is latency-bound, or that has split panels (a launch per reflector)."""
+    return A.shape[-1] > SMALL_N_MAX and (_latency_bound(A) or A.shape[-1] > MAX_REGISTER_PANEL_ROWS)
 
 
 def _outputs(A: torch.Tensor):
@@ -608,26 +619,42 @@ class _GraphedQR:
         return self.H.clone(), self.tau.clone()
 
 
-class _LaunchedQR:
-    """A small matrix's QR is one launch (``_factor_small``), compiled once for a (batch, n, device, alignment of
-    A) and then made straight from the compiled kernel: that skips Triton's per-call argument dispatch, most of
-    the host's time per call here, while the GPU's work is a few microseconds."""
+class _DirectQR:
+    """The launch chain of one (batch, n, device, alignment of A), each kernel launched straight from its compiled
+    form.  Triton's own launch path binds and specializes the arguments and looks the compiled kernel up on every
+    launch (tens of microseconds of Python; about a hundred launches a call at n1024, more than the GPU's time on
+    the late, short ones); for one key the chain's kernels, grids and specializations are the same on every call,
+    so the first call compiles and records each launch and the later ones replay the records in order."""
 
     def __init__(self, A: torch.Tensor):
-        grid, constants, warps = _small_launch(A)
-        constants["PDL"] = False  # one launch: nothing to overlap with
+        self.records = []  # per launch: (kernel, its compiled form, its constexpr arguments in signature order)
+        self.next = None  # while replaying, the index of the next record; None while recording
         H, tau = _outputs(A)
-        kernel = _factor_panel.warmup(A, H, tau, tau, A.shape[-1], 0, grid=grid, num_warps=warps, **constants)
-        self.launch = kernel[grid + (1, 1)]
-        self.scalars = (A.shape[-1], 0, *constants.values())  # the compiled kernel takes them in the same order
+        _factor(A, H, tau, self.launch)
+
+    def launch(self, kernel, grid: tuple, *args, **options) -> None:
+        if self.next is None:
+            compiled = kernel.warmup(*args, grid=grid, **options)
+            record = (kernel, compiled, tuple(options[name] for name in kernel.arg_names[len(args):]))
+            self.records.append(record)
+        else:
+            record = self.records[self.next] if self.next < len(self.records) else None
+            if record is None or record[0] is not kernel:
+                raise RuntimeError(f"QR launch {self.next}: {kernel.__name__} is not the recorded chain's launch")
+            self.next += 1
+        _, compiled, constants = record
+        compiled[grid + (1,) * (3 - len(grid))](*args, *constants)  # the compiled kernel takes every argument
 
     def __call__(self, A: torch.Tensor):
         H, tau = _outputs(A)
-        self.launch(A, H, tau, tau, *self.scalars)
+        self.next = 0
+        _factor(A, H, tau, self.launch)
+        if self.next != len(self.records):
+            raise RuntimeError(f"QR made {self.next} launches, the recorded chain {len(self.records)}")
         return H, tau
 
 
-_prepared = {}  # (batch, n, device, whether A is 16-byte aligned) -> a _LaunchedQR or a _GraphedQR
+_prepared = {}  # (batch, n, device, whether A is 16-byte aligned) -> a _GraphedQR or a _DirectQR
 
 
 def custom_kernel(A: torch.Tensor):
@@ -635,13 +662,12 @@ def custom_kernel(A: torch.Tensor):
     if A.dim() != 3 or A.shape[-1] != A.shape[-2] or A.dtype != torch.float32:
         raise ValueError(f"expected float32 [batch, n, n], got {A.dtype} of shape {tuple(A.shape)}")
     A = A.contiguous()
-    small = A.shape[-1] <= SMALL_N_MAX
-    if A.is_cuda and (small or _graphed(A)):
-        # A compiled kernel assumes the alignment of the pointers it was compiled for (Triton specializes on it).
-        key = (A.shape[0], A.shape[-1], A.device, A.data_ptr() % 16 == 0)
-        if key not in _prepared:
-            _prepared[key] = _LaunchedQR(A) if small else _GraphedQR(A)
-        return _prepared[key](A)
-    H, tau = _outputs(A)
-    _factor(A, H, tau)
-    return H, tau
+    if not A.is_cuda:  # the Triton interpreter (CPU tests)
+        H, tau = _outputs(A)
+        _factor(A, H, tau)
+        return H, tau
+    # A compiled kernel assumes the alignment of the pointers it was compiled for (Triton specializes on it).
+    key = (A.shape[0], A.shape[-1], A.device, A.data_ptr() % 16 == 0)
+    if key not in _prepared:
+        _prepared[key] = _GraphedQR(A) if _graphed(A) else _DirectQR(A)
+    return _prepared[key](A)
