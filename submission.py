@@ -276,8 +276,6 @@ def _update_program(tiles, chunks):
     return (pid // (tiles * chunks)).to(tl.int64), pid % tiles, (pid // tiles) % chunks
 
 
-
-
 @triton.jit
 def _round_to_bf16(x):
     """float32 x rounded to the nearest bfloat16 (ties to even), as float32."""
@@ -498,7 +496,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
             slices, warps = _cdiv(n - k0, slice_rows), _panel_warps(slice_rows, nb)
             for j in range(nb + 1):
                 launch(_reflect_split_panel, (batch, slices),  # step 0 only reads; step 1 writes H first
-                          src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
+                       src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
                        num_warps=warps, **pdl)
                 step += 1
         else:
@@ -511,9 +509,9 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
         tiles = _cdiv(n - k0 - nb, products_cols)
         launch(
-            _panel_products, (tiles * chunks * batch,), src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb, TILE_COLS=products_cols,
-            TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split(k0), BF16X3=bf16x3,
-            num_warps=UPDATE_WARPS, **pdl)
+            _panel_products, (tiles * chunks * batch,), src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb,
+            TILE_COLS=products_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split(k0),
+            BF16X3=bf16x3, num_warps=UPDATE_WARPS, **pdl)
         return chunks
 
     def update(k0: int, src: torch.Tensor, buffers: tuple, c_begin: int, c_end: int, in_chunks: int,
@@ -521,8 +519,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         """The update of columns [c_begin, c_end) by the panel at k0; returns its chunks."""
         tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end)
         launch(
-            _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles, chunks, in_chunks, NB=nb,
-            TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+            _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles,
+            chunks, in_chunks, NB=nb, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
             NEXT=next_products, BUILD_T=next_products and split(k0 + nb), BF16X3=bf16x3, num_warps=UPDATE_WARPS,
             maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **pdl)
         return chunks
@@ -627,7 +625,7 @@ class _DirectQR:
     so the first call compiles and records each launch and the later ones replay the records in order."""
 
     def __init__(self, A: torch.Tensor):
-        self.records = []  # per launch: (kernel, its compiled form, its constexpr arguments in signature order)
+        self.records = []  # per launch: (kernel, grid, the compiled kernel's launcher, constexpr arguments in order)
         self.next = None  # while replaying, the index of the next record; None while recording
         H, tau = _outputs(A)
         _factor(A, H, tau, self.launch)
@@ -635,15 +633,16 @@ class _DirectQR:
     def launch(self, kernel, grid: tuple, *args, **options) -> None:
         if self.next is None:
             compiled = kernel.warmup(*args, grid=grid, **options)
-            record = (kernel, compiled, tuple(options[name] for name in kernel.arg_names[len(args):]))
+            constants = tuple(options[name] for name in kernel.arg_names[len(args):])
+            record = (kernel, grid, compiled[grid + (1,) * (3 - len(grid))], constants)
             self.records.append(record)
         else:
             record = self.records[self.next] if self.next < len(self.records) else None
-            if record is None or record[0] is not kernel:
-                raise RuntimeError(f"QR launch {self.next}: {kernel.__name__} is not the recorded chain's launch")
+            if record is None or record[0] is not kernel or record[1] != grid:
+                raise RuntimeError(f"QR launch {self.next} ({kernel.__name__}, grid {grid}) is not the recorded one")
             self.next += 1
-        _, compiled, constants = record
-        compiled[grid + (1,) * (3 - len(grid))](*args, *constants)  # the compiled kernel takes every argument
+        _, _, launcher, constants = record
+        launcher(*args, *constants)  # the compiled kernel takes every argument, constexprs included
 
     def __call__(self, A: torch.Tensor):
         H, tau = _outputs(A)
