@@ -421,11 +421,16 @@ def _launch_plainly(kernel, grid: tuple, *args, **options) -> None:
     kernel[grid](*args, **options)
 
 
+def _small_arguments(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor) -> tuple:
+    """The run-time arguments of a small matrix's one launch of ``_factor_panel``."""
+    return A, H, tau, tau, A.shape[-1], 0
+
+
 def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
     """Whole-matrix QR of A into H: one program per matrix holds the matrix as a single panel as wide as itself
     (one launch: nothing to overlap with, so not a dependent launch)."""
     width = _next_power_of_2(A.shape[-1])
-    launch(_factor_panel, (A.shape[0],), A, H, tau, tau, A.shape[-1], 0, ROWS=width, NB=width, WRITE_T=False,
+    launch(_factor_panel, (A.shape[0],), *_small_arguments(A, H, tau), ROWS=width, NB=width, WRITE_T=False,
            PDL=False, num_warps=_panel_warps(width, width, PANEL_FLOATS_PER_THREAD_SMALL))
 
 
@@ -646,6 +651,12 @@ class _DirectQR:
 
     def __call__(self, A: torch.Tensor):
         H, tau = _outputs(A)
+        if A.shape[-1] <= SMALL_N_MAX:
+            # One launch with known arguments: no walk through _factor (the host's microseconds are much of a small
+            # matrix's call).
+            _, _, launcher, constants = self.records[0]
+            launcher(*_small_arguments(A, H, tau), *constants)
+            return H, tau
         self.next = 0
         _factor(A, H, tau, self.launch)
         if self.next != len(self.records):
