@@ -588,7 +588,8 @@ def _graphed(A: torch.Tensor) -> bool:
 
 
 def _outputs(A: torch.Tensor):
-    return torch.empty_like(A), torch.empty(A.shape[:2], dtype=torch.float32, device=A.device)
+    """New H and tau for the float32 A (``new_empty`` with plain sizes: the cheapest call for the host)."""
+    return torch.empty_like(A), A.new_empty(A.shape[0], A.shape[1])
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
