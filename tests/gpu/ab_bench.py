@@ -7,9 +7,9 @@ with reference.check_details: an entry that fails the check or raises (a variant
 reported and left out of the rest of the run, the others go on (exit status 1 at the end).  Then 7 rounds, each
 calling every entry 5 times in turn, every call timed after an L2 flush as kernel_bench times it.  Per entry the
 median of its 35 calls is printed with their range, then the geometric mean over the cases of each entry that
-passed them all.  Interleaving keeps a drift of the GPU's clock or of
-the host's speed out of the ratios (kernel_bench times one entry's repeats together).  (Run as scratch/ab.py,
-with a 240 MB flush, in sessions 10-12.)
+passed them all.  Interleaving keeps a drift of the GPU's clock or of the host's speed out of the ratios
+(kernel_bench times one entry's repeats together).  (Run as scratch/ab.py, with a 240 MB flush, in sessions
+10-12.)
 """
 
 import statistics
