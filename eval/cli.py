@@ -4,7 +4,8 @@ Each mode loads a spec (a bad one exits 113 before anything runs), runs the subm
 through ``eval.runner.Session`` (the submission only ever runs in a child process), shows a
 progress bar and then the table, writes the JSON report (``--json``) and the contest's
 ``key: value`` protocol (``--popcorn-fd`` / ``POPCORN_FD``), and exits 0 when everything passed,
-114 when a case timed out, 112 on any other failure.
+114 when a case timed out, 112 on any other failure. A file the contest's upload server would
+refuse (``eval.upload_rules``) is refused first, with exit 115, before anything runs.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from eval.popcorn import PopcornError, PopcornWriter
 from eval.report import (benchmark_entry, build_report, case_label, device_info, file_sha256,
                          format_ns, render_report, score_entry, utc_now, write_json)
 from eval.specs import Spec, SpecError, load_spec
+from eval.upload_rules import upload_refusal
 
 EXIT_OK = 0
 EXIT_FAIL = 112
 EXIT_BAD_SPEC = 113
 EXIT_TIMEOUT = 114
+EXIT_REFUSED = 115  # the contest's upload server would refuse the file: nothing ran
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = REPO_ROOT / "reference.py"
@@ -135,6 +138,17 @@ def resolve_submission(path: str) -> Path:
     if not submission.is_file():
         raise click.UsageError(f"--submission: no such file: {path}")
     return submission
+
+
+def refusal_at_upload(submission: Path) -> str | None:
+    """Why the contest's upload server would refuse this file, as the text of one error line naming the
+    file, the rule and the lines (``eval.upload_rules``); None when it would take it."""
+    try:
+        source = submission.read_bytes()
+    except OSError as exc:
+        raise click.UsageError(f"--submission: cannot read {submission}: {exc.strerror}") from None
+    refusal = upload_refusal(source)
+    return None if refusal is None else f"{submission}: {refusal}"
 
 
 def load_spec_or_exit(path) -> Spec:
@@ -390,15 +404,22 @@ def evaluate(mode: str, *, casesfile, submission, specs, seed, json_path, baseli
     if casesfile and specs:
         raise click.UsageError("give the cases file either as an argument or as --specs, not both")
     submission = resolve_submission(submission)
+    try:
+        popcorn = PopcornWriter(popcorn_fd)
+    except PopcornError as exc:
+        raise click.UsageError(f"--popcorn-fd / POPCORN_FD: {exc}") from None
+    # The contest refuses such a file at upload, before its eval.py runs: nothing runs here either.
+    refusal = refusal_at_upload(submission)
+    if refusal is not None:
+        popcorn.check(False)
+        popcorn.close()
+        error_line("refused at upload", refusal)
+        return EXIT_REFUSED
     spec = load_spec_or_exit(casesfile or specs or default_spec_path(quick))
     needed = "tests" if mode == "test" else "benchmarks"
     if not getattr(spec, needed):
         error_line("bad spec", f"{spec.path}: {needed}: {mode} mode needs at least one case")
         return EXIT_BAD_SPEC
-    try:
-        popcorn = PopcornWriter(popcorn_fd)
-    except PopcornError as exc:
-        raise click.UsageError(f"--popcorn-fd / POPCORN_FD: {exc}") from None
     device = resolve_device(device)
     if seed is not None:
         spec = spec.reseeded(seed)
@@ -451,7 +472,8 @@ def main():
     """Evaluate a batched QR submission exactly as the contest's ranked run would.
 
     Exit codes: 0 all passed, 112 a check failed (or the submission faulted), 113 bad spec,
-    114 a case timed out.
+    114 a case timed out, 115 refused at upload (the contest's server would not take the file:
+    the word "stream" anywhere in it, or not UTF-8).
     """
 
 
@@ -560,6 +582,11 @@ def compare(submissions, specs, seed, json_path, device):
     seed = take_env_int("POPCORN_SEED", seed, "--seed")
     os.environ.pop("POPCORN_FD", None)
     paths = [resolve_submission(s) for s in submissions]
+    refusals = [r for r in map(refusal_at_upload, paths) if r is not None]
+    for refusal in refusals:
+        error_line("refused at upload", refusal)
+    if refusals:
+        raise SystemExit(EXIT_REFUSED)
     spec = load_spec_or_exit(specs or default_spec_path())
     if not spec.benchmarks:
         error_line("bad spec", f"{spec.path}: benchmarks: compare needs at least one case")

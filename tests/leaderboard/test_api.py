@@ -13,8 +13,8 @@ import pytest
 
 from eval.leaderboard.client import ClientError
 
-from .helpers import (GEQRF_SUBMISSION, SECRET_SEED, ServerProcess, ThreadServer, counts, job_seed_of, upload_body,
-                      variant)
+from .helpers import (GEQRF_SUBMISSION, SECRET_SEED, ServerProcess, ThreadServer, counts, job_seed_of, run_cli,
+                      upload_body, variant)
 
 
 def raw_post(url: str, data: bytes, token: str | None) -> tuple[int, dict]:
@@ -120,6 +120,49 @@ def test_upload_after_the_deadline_is_refused(board, own_report):
     with pytest.raises(ClientError, match="403: leaderboard 'closed' closed at 2020-01-01"):
         upload(board, own_report, leaderboard="closed")
     assert counts(board["db"])["submissions"] == 0
+
+
+# The contest's upload server refuses a file holding the word anywhere (eval/upload_rules.py); so does ours.
+REFUSED_SOURCE = GEQRF_SUBMISSION + "# a side Stream would be refused here\n"
+CONTEST_RULE = ("submission.py: the contest's upload server refuses any file containing the word 'stream' in any "
+                "letter case (comments, strings and names count too), before running anything; "
+                "found on line 6: '# a side Stream would be refused here'")
+
+
+def test_an_upload_the_contest_would_refuse_is_refused_and_nothing_stored(board, own_report):
+    """The report is otherwise acceptable (its sha256 is the source's): the contest's rule alone refuses it."""
+    before = counts(board["db"])
+    status, got = raw_post(f"{board['server'].url}/api/leaderboards/qr/submissions",
+                           json.dumps(upload_body(board["files"], own_report, source=REFUSED_SOURCE)).encode(),
+                           board["tokens"]["alice"])
+    assert (status, got) == (422, {"error": CONTEST_RULE})
+    assert counts(board["db"]) == before
+
+
+def test_a_source_that_is_not_utf8_text_is_refused_not_a_server_error(board, own_report):
+    """JSON can carry a lone surrogate ("\\ud800"), which no UTF-8 file holds: the contest's rule refuses it."""
+    body = upload_body(board["files"], own_report)
+    data = json.dumps(body).encode().replace(b'"source": "', b'"source": "x = 1\\n\\ud800', 1)
+    before = counts(board["db"])
+    status, got = raw_post(f"{board['server'].url}/api/leaderboards/qr/submissions", data, board["tokens"]["alice"])
+    assert status == 422 and got["error"].endswith("line 2: character U+D800 is not valid UTF-8"), got
+    assert counts(board["db"]) == before
+
+
+def test_the_upload_command_prints_the_refusal_as_one_line(board, own_report):
+    folder = board["tmp"]
+    submission = folder / "submission.py"
+    submission.write_text(REFUSED_SOURCE)
+    report = folder / "report.json"
+    report.write_text(upload_body(board["files"], own_report, source=REFUSED_SOURCE)["report"])
+    before = counts(board["db"])
+    done = run_cli("upload", "--submission", submission, "--report", report, "--leaderboard", "qr",
+                   "--server", board["server"].url, env={"LEADERBOARD_TOKEN": board["tokens"]["alice"]},
+                   check=False)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"Error: upload refused: server said 422: {CONTEST_RULE}"]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert counts(board["db"]) == before
 
 
 def test_only_admins_create_leaderboards_and_specs_are_checked(board):
