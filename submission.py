@@ -36,17 +36,13 @@ A small matrix (n <= SMALL_N_MAX) is a single panel as wide as the matrix: one p
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
 reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per reflector, twice the update
 passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
-A large input with register panels is factored as two halves of its matrices, two independent launch chains
-on two streams (``_run_chain``): a register panel is a latency-bound chain of reflectors that leaves
-multiprocessors idle or half used, and the other half's update, bound by memory traffic, runs on them.
 Where the launches rather than the kernels set the time (a small input, or split panels with a launch per
 reflector), the launch chain of a (batch, n, device) is captured once as a CUDA graph and replayed
 (``_GraphedQR``); otherwise the first call records each launch's compiled kernel and arguments and the later
 ones replay the records (``_DirectQR``): Triton's own launch path costs tens of microseconds of the host's time
-per launch.  On Hopper and newer every kernel of a single chain is a programmatic dependent launch: it starts
-while its predecessor finishes and waits for it (``_follow``) before touching memory, which hides most of the
-launch latency of a chain of short kernels.  (Two halves launch in plain stream order: a dependent's programs,
-placed while their predecessor still runs, would wait on multiprocessors the other half could use.)
+per launch.  On Hopper and newer every kernel is a programmatic dependent launch: it starts while its
+predecessor finishes and waits for it (``_follow``) before touching memory, which hides most of the launch
+latency of a chain of short kernels.
 
 One reflector (``_reflector``), following the folded reductions of the design note: with the column
 ``x = P[j:, j]`` of the current panel P, ``alpha = x[0]``, ``d[c] = P[j, c]`` (the diagonal row) and
@@ -59,7 +55,6 @@ VᵀV comes with the reflector, and T needs no product of V with itself.
 """
 
 import os
-from collections.abc import Iterator
 
 import torch
 import triton
@@ -444,8 +439,7 @@ def _row_chunks(n: int, k0: int, programs: int, target: int):
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int, products_cols: int, look_ahead: bool, launch=_launch_plainly,
-                    dependent: bool = True) -> Iterator[None]:
+                    update_programs: int, products_cols: int, look_ahead: bool, launch=_launch_plainly) -> None:
     """Blocked QR of A into H.  Panel k is factored (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector) and its Vᵀ C
     formed; the update of its trailing columns then comes in one of two orders.  Plain: the whole update, then
@@ -456,13 +450,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     The update's tiles have their rows split in chunks until about ``update_programs`` programs share the work.
     The first panel and its update read A and write every entry of H; everything after works in place in H.
     Every kernel is launched through ``launch`` (kernel, grid, arguments, options), as a programmatic dependent
-    where the device has them, unless not ``dependent``.  A generator: each step launches one panel's kernels
-    (the first panel and its products, then a panel's update and the next panel)."""
+    where the device has them."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
-    pdl = _dependent_launch(dev) if dependent else dict(PDL=False, launch_pdl=False)
+    pdl = _dependent_launch(dev)
     own_sm = batch <= _multiprocessors(dev)  # every matrix's register panel can have a multiprocessor to itself
     # Then a register panel is launched plainly, once the update before it has finished, not as a dependent:
     # measured 3-6 % faster at n352 b40, within the noise elsewhere (docs/perf.md v35).  A guess at why:
@@ -536,7 +529,6 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     factor(0, A, T[0])
     if nb < n:
         chunks = products(0, A, T[0], W[0])  # of the launch that wrote the current panel's Vᵀ C
-    yield
     for k, k0 in enumerate(range(0, n - nb, nb)):  # panel k, at k0, has trailing columns [k1, n)
         src = A if k0 == 0 else H
         k1 = k0 + nb
@@ -548,28 +540,6 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                 chunks = update(k0, src, buffers, k1 + nb, n, chunks, True)
             else:
                 chunks = products(k1, H, buffers[1], buffers[3])
-        yield
-
-
-def _run_chain(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, chain, halves: bool = False, side=None) -> None:
-    """Launch the blocked QR of A, ``chain(A, H, tau)`` (a generator that launches one panel's kernels per step),
-    for A whole, or with ``halves`` for A's two halves of matrices as two chains interleaved a panel at a time:
-    the first half's on the current stream, the second's on ``side`` (None: the same stream).  The halves are
-    independent, so where one half's panel leaves multiprocessors idle (the reflector chain is latency-bound) the
-    other's update (bound by memory traffic) can run on them.  The caller orders ``side`` after the current
-    stream before, and the current stream after ``side`` once all is launched (``_DirectQR``)."""
-    if not halves:
-        for _ in chain(A, H, tau):
-            pass
-        return
-    half = _cdiv(A.shape[0], 2)
-    first, second = chain(A[:half], H[:half], tau[:half]), chain(A[half:], H[half:], tau[half:])
-    on_side = torch.cuda.stream(side)  # the second half's launches and buffers belong to the side stream
-    going = True
-    while going:
-        going = next(first, StopIteration) is not StopIteration
-        with on_side:
-            going = (next(second, StopIteration) is not StopIteration) or going
 
 
 def _dependent_launch(device: torch.device) -> dict:
@@ -595,28 +565,16 @@ def _latency_bound(A: torch.Tensor) -> bool:
     return A.numel() * A.element_size() <= LATENCY_BOUND_BYTES
 
 
-def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly, side=None) -> None:
-    """QR of A into H and tau (A is left as it is), each kernel launched through ``launch``; an input of two
-    halves (``_in_halves``) launches its second half on the stream ``side`` (see ``_run_chain``)."""
+def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
+    """QR of A into H and tau (A is left as it is), each kernel launched through ``launch``."""
     n = A.shape[-1]
     if n <= SMALL_N_MAX:
         _factor_small(A, H, tau, launch)
-        return
-    small, halves = _latency_bound(A), _in_halves(A)
-
-    def chain(A, H, tau):
-        return _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
-                               _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
-                               look_ahead=not small, launch=launch, dependent=not halves)
-
-    _run_chain(A, H, tau, chain, halves, side)
-
-
-def _in_halves(A: torch.Tensor) -> bool:
-    """Whether to factor A as two independent halves of matrices side by side (``_run_chain``): a large input
-    (not latency-bound) of at least two matrices whose panels are register panels (split panels, a launch per
-    reflector, are graphed instead)."""
-    return A.shape[0] >= 2 and not _latency_bound(A) and A.shape[-1] <= MAX_REGISTER_PANEL_ROWS
+    else:
+        small = _latency_bound(A)
+        _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
+                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
+                        look_ahead=not small, launch=launch)
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -631,20 +589,14 @@ def _outputs(A: torch.Tensor):
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
-               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True,
-               halves: bool = False):
-    """The blocked path on its own, for any n, in either order of the update, whole or in two halves of matrices
-    (tests use narrow panels to reach many panels at small n, and many update programs to split the update's
-    rows)."""
+               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True):
+    """The blocked path on its own, for any n, in either order of the update (tests use narrow panels to reach
+    many panels at small n, and many update programs to split the update's rows)."""
     if products_cols < 16 or products_cols & (products_cols - 1):
         raise ValueError(f"products_cols {products_cols} is not a power of 2 from 16 on")
     H, tau = _outputs(A)
-
-    def chain(A, H, tau):
-        return _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
-                               products_cols, look_ahead)
-
-    _run_chain(A, H, tau, chain, halves)
+    _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
+                    products_cols, look_ahead)
     return H, tau
 
 
@@ -676,20 +628,15 @@ class _DirectQR:
     the same on every call but for where A, H and tau are: the first call compiles each launch and records its
     compiled launcher and arguments as plain numbers, device addresses included (the chain's own buffers T, W and
     the Gram rows are kept and reused by every call, as a graph's are), and a later call launches the records in
-    order with its own A, H and tau put in.  An input factored in two halves (``_run_chain``) runs its second
-    half on a stream of its own, ordered after the caller's stream at the start of a call (``fork``) and before
-    it at the end (``join``).  (The inputs with split panels, whose sums buffer must start at zero, are graphed
-    instead.)"""
+    order with its own A, H and tau put in.  (The inputs with split panels, whose sums buffer must start at zero,
+    are graphed instead.)"""
 
     def __init__(self, A: torch.Tensor):
-        self.side = torch.cuda.Stream(A.device) if _in_halves(A) else None
-        self.fork, self.join = torch.cuda.Event(), torch.cuda.Event()
-        # per launch: (launcher, arguments with constexprs, [(position, which of A/H/tau, byte offset)], on side)
-        self.records = []
+        self.records = []  # per launch: (launcher, arguments with constexprs, [(position, which of A/H/tau, offset)])
         self.buffers = []  # the chain's own tensors, whose addresses the records hold
         H, tau = _outputs(A)
         self.call = (A, H, tau)
-        self._around(_factor, A, H, tau, self.record, self.side)
+        _factor(A, H, tau, self.record)
         del self.call
 
     def record(self, kernel, grid: tuple, *args, **options) -> None:
@@ -708,31 +655,16 @@ class _DirectQR:
                 arg = arg.data_ptr()
             arguments.append(arg)
         arguments += [options[name] for name in kernel.arg_names[len(args):]]  # the launcher takes the constexprs
-        on_side = self.side is not None and torch.cuda.current_stream(self.side.device) == self.side
-        self.records.append((launcher, arguments, tuple(own), on_side))
+        self.records.append((launcher, arguments, tuple(own)))
         launcher(*arguments)
-
-    def _around(self, launch_all, *args) -> None:
-        """``launch_all(*args)`` ordered with the caller's stream (the side stream forked before, joined after)."""
-        if self.side is None:
-            launch_all(*args)
-            return
-        self.fork.record()
-        self.side.wait_event(self.fork)
-        launch_all(*args)
-        self.join.record(self.side)
-        torch.cuda.current_stream(self.side.device).wait_event(self.join)
-
-    def replay(self, pointers: tuple) -> None:
-        side = self.side.cuda_stream if self.side is not None else None
-        for launcher, arguments, own, on_side in self.records:
-            for position, which, offset in own:
-                arguments[position] = pointers[which] + offset
-            launcher(*arguments, stream=side if on_side else None)
 
     def __call__(self, A: torch.Tensor):
         H, tau = _outputs(A)
-        self._around(self.replay, (A.data_ptr(), H.data_ptr(), tau.data_ptr()))
+        pointers = (A.data_ptr(), H.data_ptr(), tau.data_ptr())
+        for launcher, arguments, own in self.records:
+            for position, which, offset in own:
+                arguments[position] = pointers[which] + offset
+            launcher(*arguments)
         return H, tau
 
 

@@ -176,26 +176,3 @@ def test_bad_input_is_a_one_line_error(bad, what):
     with pytest.raises(ValueError, match="expected float32 \\[batch, n, n\\]") as error:
         sub.custom_kernel(bad)
     assert what in str(error.value) and "\n" not in str(error.value)
-
-
-@pytest.mark.parametrize("batch,n,case,kw", [
-    (3, 70, "rowscale", dict(panel_width=16)),  # odd batch: halves of 2 and 1
-    (2, 130, "nearrank", dict(panel_width=16, update_programs=64)),  # row chunks
-    (4, 100, "dense", dict(panel_width=16, look_ahead=False)),  # the plain order
-])
-def test_two_halves_give_the_single_chains_numbers(batch, n, case, kw):
-    A = _input(batch, n, case, seed=11)
-    H, tau = sub.qr_blocked(A, halves=True, **kw)
-    _check(A, (H, tau))
-    H1, tau1 = sub.qr_blocked(A, **kw)
-    assert torch.equal(H, H1) and torch.equal(tau, tau1)
-
-
-def test_large_inputs_with_register_panels_go_in_halves(monkeypatch):
-    assert not sub._in_halves(_input(3, 64))  # latency-bound
-    monkeypatch.setattr(sub, "LATENCY_BOUND_BYTES", 0)
-    assert sub._in_halves(_input(3, 64))
-    assert not sub._in_halves(_input(1, 64))  # one matrix
-    assert not sub._in_halves(torch.empty(2, sub.MAX_REGISTER_PANEL_ROWS + 1, sub.MAX_REGISTER_PANEL_ROWS + 1))
-    A = _input(3, 64, "mixed", seed=12)
-    _check(A, sub.custom_kernel(A))  # the halves through the entry point
