@@ -134,26 +134,38 @@ def test_default_blocked_path_with_one_column_last_panel():
     _check(A, sub.custom_kernel(A))
 
 
-def test_follows_lapack_convention_like_geqrf():
-    A = _input(2, 40, "dense", cond=0, seed=21)
-    H, tau = sub.qr_blocked(A, panel_width=16)
+# The small path (one program per matrix, n <= SMALL_N_MAX; n = 24 pads its tile to 32) and the blocked one.
+FACTORIZATIONS = {"small n24": (24, sub.custom_kernel), "blocked n40": (40, lambda A: sub.qr_blocked(A, panel_width=16))}
+
+
+@pytest.mark.parametrize("path", FACTORIZATIONS)
+def test_follows_lapack_convention_like_geqrf(path):
+    n, factor = FACTORIZATIONS[path]
+    A = _input(2, n, "dense", cond=0, seed=21)
+    H, tau = factor(A)
     H_ref, tau_ref = torch.geqrf(A)
     assert torch.allclose(tau, tau_ref, atol=1e-4)
     assert torch.allclose(torch.triu(H), torch.triu(H_ref), rtol=1e-3, atol=1e-3)
+    assert torch.allclose(torch.tril(H, -1), torch.tril(H_ref, -1), rtol=1e-3, atol=1e-3)
 
 
-def test_trivial_reflectors_keep_the_matrix_and_have_zero_tau():
-    A = _input(2, 40, "upper", seed=4)  # already upper triangular: every reflector is trivial
-    H, tau = sub.qr_blocked(A, panel_width=16)
+@pytest.mark.parametrize("path", FACTORIZATIONS)
+def test_trivial_reflectors_keep_the_matrix_and_have_zero_tau(path):
+    n, factor = FACTORIZATIONS[path]
+    A = _input(2, n, "upper", seed=4)  # already upper triangular: every reflector is trivial
+    H, tau = factor(A)
     assert torch.equal(tau, torch.zeros_like(tau))
     assert torch.equal(H, A)
 
 
-def test_zero_columns_get_zero_tau():
-    A = _input(2, 40, "rankdef", cond=0, seed=4)  # columns from 3n/4 on are zero
-    H, tau = sub.qr_blocked(A, panel_width=16)
-    assert torch.equal(tau[:, 30:], torch.zeros_like(tau[:, 30:]))
-    assert bool((tau[:, :29] != 0).all())
+@pytest.mark.parametrize("path", FACTORIZATIONS)
+def test_zero_columns_get_zero_tau(path):
+    n, factor = FACTORIZATIONS[path]
+    A = _input(2, n, "rankdef", cond=0, seed=4)  # columns from 3n/4 on are zero
+    H, tau = factor(A)
+    zero_from = 3 * n // 4
+    assert torch.equal(tau[:, zero_from:], torch.zeros_like(tau[:, zero_from:]))
+    assert bool((tau[:, :zero_from - 1] != 0).all())
 
 
 def test_input_untouched_and_fresh_outputs_every_call():
