@@ -32,7 +32,8 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      tf32.  The residual gates grow with n and that error does not: from BF16X3_MIN_N on it stays below a
      tenth of them on every case kind; smaller matrices keep compensated tf32 (each operand split into two
      tf32 parts).
-A small matrix (n <= SMALL_N_MAX) is a single panel as wide as the matrix: one program does the whole QR.
+A small matrix (n <= SMALL_N_MAX) is factored whole by one warp (``_factor_small_matrix``): a column per thread,
+so that a reflector's sums over rows are each thread's own, and its steps unrolled.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
 reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per reflector, twice the update
 passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
@@ -60,7 +61,7 @@ import torch
 import triton
 import triton.language as tl
 
-SMALL_N_MAX = 32  # up to this n one program factors the whole matrix
+SMALL_N_MAX = 32  # up to this n one warp factors the whole matrix, a column per thread
 LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: narrow panels, a CUDA graph
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
@@ -70,12 +71,10 @@ PRODUCTS_TILE_COLS = 128  # trailing columns per products program of a large inp
 MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs per matrix
 SPLIT_PANEL_SLICE = 64  # rows per program of a split panel
 # Floats of a register panel per thread (which sets the program's warps).  Where the panel's chain of reflectors
-# is the critical path (a latency-bound input, a split panel's slice, a small matrix) it is spread thin to
-# shorten each step, thinnest for a small matrix's single program; a program that shares its multiprocessor
-# with others (more matrices than multiprocessors) holds more per thread, so each reduction crosses fewer
-# warps; one matrix per multiprocessor of a large input is in between (measured best of 32 / 64 / 128,
-# docs/perf.md v32; small matrices v35).
-PANEL_FLOATS_PER_THREAD_SMALL = 16
+# is the critical path (a latency-bound input, a split panel's slice) it is spread thin to shorten each step; a
+# program that shares its multiprocessor with others (more matrices than multiprocessors) holds more per thread,
+# so each reduction crosses fewer warps; one matrix per multiprocessor of a large input is in between (measured
+# best of 32 / 64 / 128, docs/perf.md v32).
 PANEL_FLOATS_PER_THREAD_LATENCY = 32
 PANEL_FLOATS_PER_THREAD_OWN_SM = 64
 PANEL_FLOATS_PER_THREAD_SHARED = 128
@@ -105,13 +104,21 @@ def _follow(PDL: tl.constexpr):
 
 
 @triton.jit
-def _reflector(d, m, j, cols):
-    """Reflector j of a panel from its diagonal row ``d`` and folded sums ``m`` (see the module docstring).
+def _pivot(d, m, j, cols):
+    """``alpha = d[j]`` and ``sigma = m[j]``, the reflector's two scalars, from the diagonal row and folded sums."""
+    alpha = tl.sum(tl.where(cols == j, d, -0.0), axis=0)  # -0.0: see _column
+    sigma = tl.sum(tl.where(cols == j, m, -0.0), axis=0)
+    return alpha, sigma
+
+
+@triton.jit
+def _reflector(alpha, sigma, d, m):
+    """Reflector j of a panel from ``alpha = x[0]``, ``sigma = |x[1:]|^2``, its diagonal row ``d`` and folded sums
+    ``m`` (see the module docstring).  ``alpha`` and ``sigma`` are scalars, or vectors over the columns whose
+    entries are all equal (then so are the first three results).
 
     Returns ``tau``, ``scale`` (multiplies ``x[1:]`` into ``v[1:]``), the new diagonal entry, and ``w``.
     """
-    alpha = tl.sum(tl.where(cols == j, d, -0.0), axis=0)  # -0.0: see _column
-    sigma = tl.sum(tl.where(cols == j, m, -0.0), axis=0)
     trivial = sigma == 0.0
     norm = tl.sqrt(alpha * alpha + sigma)
     beta = tl.where(alpha >= 0.0, -norm, norm)
@@ -209,7 +216,7 @@ def _factor_panel(src, H, tau_out, T_out, n, k0,
             if j < n_cols:
                 x = _column(P, cols, j)
                 d, m = _fold_sums(P, x, rows, cols, j)
-                tau, scale, diagonal, w = _reflector(d, m, j, cols)
+                tau, scale, diagonal, w = _reflector(*_pivot(d, m, j, cols), d, m)
                 P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
                 taus = tl.where(cols == j, tau, taus)
                 if WRITE_T:
@@ -218,6 +225,37 @@ def _factor_panel(src, H, tau_out, T_out, n, k0,
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
         tl.store(T_out + b * NB * NB + cols[:, None] * NB + cols[None, :], T)
+
+
+@triton.jit
+def _factor_small_matrix(src, H, tau_out, n, N: tl.constexpr):
+    """Whole QR of a small matrix (n <= N <= 32) in one warp's registers, matrix b = program id.  The tile is laid
+    out a column per thread (the layout ``tl.gather`` along the columns wants), so reflector j's sums over rows
+    are each thread's own, the column j reaches every thread by one shuffle per row (``tl.gather``), and alpha and
+    sigma by one each; the loop is unrolled (j known at compile time), so the row masks cost nothing and the
+    rows above j are not touched.  Steps j >= n (n < N) leave the tile as it is: its padding is zero, so their
+    reflectors are trivial and w = 0."""
+    b = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, N)
+    cols = tl.arange(0, N)
+    inside = (rows[:, None] < n) & (cols[None, :] < n)
+    offsets = b * n * n + rows[:, None] * n + cols[None, :]
+    P = tl.load(src + offsets, mask=inside, other=0.0)
+    taus = tl.zeros([N], dtype=tl.float32)
+    for j in tl.static_range(N):
+        X = tl.gather(P, tl.full([N, N], j, tl.int32), axis=1)  # X[r, c] = P[r, j]
+        below = rows[:, None] > j
+        d = tl.sum(tl.where(rows[:, None] == j, P, -0.0), axis=0)
+        m = tl.sum(tl.where(below, X * P, -0.0), axis=0)
+        at_j = tl.full([N], j, tl.int32)
+        tau, scale, diagonal, w = _reflector(tl.gather(d, at_j, axis=0), tl.gather(m, at_j, axis=0), d, m)
+        v = tl.where(below, X * scale[None, :], 1.0)  # v[j] = 1; rows above j are left as they are
+        updated = P - v * (tau * tl.where(cols > j, w, 0.0))[None, :]  # the columns right of j
+        column_j = tl.where(below, X * scale[None, :], diagonal[None, :])  # column j becomes (R[j, j], v[1:])
+        P = tl.where(rows[:, None] >= j, tl.where(cols[None, :] == j, column_j, updated), P)
+        taus = tl.where(cols == j, tau, taus)
+    tl.store(H + offsets, P, mask=inside)
+    tl.store(tau_out + b * n + cols, taus, mask=cols < n)
 
 
 @triton.jit
@@ -247,7 +285,7 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
         previous = slot + ((step + 2) % 3) * 2 * NB
         d = tl.load(previous + cols)
         m = tl.load(previous + NB + cols)
-        tau, scale, diagonal, w = _reflector(d, m, j - 1, cols)
+        tau, scale, diagonal, w = _reflector(*_pivot(d, m, j - 1, cols), d, m)
         P = _reflect_rows(P, _column(P, cols, j - 1), rows, cols, j - 1, tau, scale, diagonal, w)
         tl.store(H + offsets, P, mask=inside)
         if p == 0:
@@ -422,11 +460,10 @@ def _launch_plainly(kernel, grid: tuple, *args, **options) -> None:
 
 
 def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
-    """Whole-matrix QR of A into H: one program per matrix holds the matrix as a single panel as wide as itself
-    (one launch: nothing to overlap with, so not a dependent launch)."""
-    width = _next_power_of_2(A.shape[-1])
-    launch(_factor_panel, (A.shape[0],), A, H, tau, tau, A.shape[-1], 0, ROWS=width, NB=width, WRITE_T=False,
-           PDL=False, num_warps=_panel_warps(width, width, PANEL_FLOATS_PER_THREAD_SMALL))
+    """Whole-matrix QR of A into H: one warp per matrix (one launch: nothing to overlap with, so not a dependent
+    launch)."""
+    launch(_factor_small_matrix, (A.shape[0],), A, H, tau, A.shape[-1], N=_next_power_of_2(A.shape[-1]),
+           num_warps=1)
 
 
 def _row_chunks(n: int, k0: int, programs: int, target: int):
