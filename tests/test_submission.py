@@ -134,7 +134,7 @@ def test_default_blocked_path_with_one_column_last_panel():
     _check(A, sub.custom_kernel(A))
 
 
-# The small path (one program per matrix, n <= SMALL_N_MAX; n = 24 pads its tile to 32) and the blocked one.
+# The small path (one warp per matrix, n <= SMALL_N_MAX; n = 24 pads its tile to 32) and the blocked one.
 FACTORIZATIONS = {
     "small n24": (24, sub.custom_kernel),
     "blocked n40": (40, lambda A: sub.qr_blocked(A, panel_width=16)),
