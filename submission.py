@@ -43,7 +43,12 @@ reflector), the launch chain of a (batch, n, device) is captured once as a CUDA 
 ones replay the records (``_DirectQR``): Triton's own launch path costs tens of microseconds of the host's time
 per launch.  On Hopper and newer every kernel is a programmatic dependent launch: it starts while its
 predecessor finishes and waits for it (``_follow``) before touching memory, which hides most of the launch
-latency of a chain of short kernels.
+latency of a chain of short kernels.  A large input with register panels goes further (flags): there a kernel
+waits not for the whole kernel before it but only for its own matrices' earlier programs, which count
+themselves done per matrix in global memory (``_await``, ``_signal``, ``_join``), so each matrix moves through the
+chain at its own pace and a launch's programs start while the last ones of the launch before still run.  Its
+batch may also be cut in parts, each its own chain, their launches interleaved so that one part's panels run
+beside another part's update (``_factor_in_parts``).
 
 One reflector (``_reflector``), following the folded reductions of the design note: with the column
 ``x = P[j:, j]`` of the current panel P, ``alpha = x[0]``, ``d[c] = P[j, c]`` (the diagonal row) and
@@ -89,6 +94,11 @@ UPDATE_MAX_REGISTERS = 168
 # 0.14 at n = 64, 0.06 at n = 128); small inputs gain little from the faster products anyway.
 BF16X3_MIN_N = 128
 UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
+# A large input with register panels runs with flags (see ``_factor_in_parts``), its batch in this many parts: two
+# where every matrix's panel has a multiprocessor to itself (one part's panels then run beside the other part's
+# update), one where the matrices outnumber the multiprocessors (measured best of 1 to 4, docs/perf.md v55).
+PARTS_OWN_SM = 2
+PARTS_SHARED = 1
 # Under the Triton interpreter (CPU tests) two kernels take another route to the same numbers (_bf16_parts,
 # _fold_sums).
 _INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
@@ -101,6 +111,41 @@ def _follow(PDL: tl.constexpr):
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _await(counters, b, wait, FLAGS: tl.constexpr):
+    """With FLAGS, the launch order alone does not make a kernel wait for the one before it: each program waits
+    until ``wait`` programs of its own matrix b have finished (``counters[b]``, see ``_signal``), which are its
+    matrix's every program of the launches before, and lets the next kernel launch at once (as a programmatic
+    dependent, it waits in turn).  Matrices thus move through the chain each at its own pace, and one launch's
+    programs start while the last ones of the launch before still run (on other matrices)."""
+    if FLAGS:
+        if not _INTERPRETED:
+            tl.extra.cuda.gdc_launch_dependents()
+        while tl.atomic_add(counters + b, 0, sem="acquire") < wait:
+            pass
+        tl.debug_barrier()
+
+
+@triton.jit
+def _signal(counters, b, FLAGS: tl.constexpr):
+    """With FLAGS, count this program as finished for matrix b, after every thread's writes."""
+    if FLAGS:
+        tl.debug_barrier()
+        tl.atomic_add(counters + b, 1, sem="release")
+
+
+@triton.jit
+def _join(counters, total, PDL: tl.constexpr):
+    """The last launch of a chain with FLAGS: program b waits until its matrix's ``total`` programs have
+    finished, so that whatever follows the chain finds every matrix done, and clears its count for the next
+    call (the counts start at 0)."""
+    _follow(PDL)
+    b = tl.program_id(0)
+    while tl.atomic_add(counters + b, 0, sem="acquire") < total:
+        pass
+    tl.atomic_xchg(counters + b, 0, sem="relaxed")
 
 
 @triton.jit
@@ -192,13 +237,14 @@ def _store_T(T_out, b, lower, taus, cols, NB: tl.constexpr):
 
 
 @triton.jit
-def _factor_panel(src, H, tau_out, T_out, n, k0,
-                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, PDL: tl.constexpr):
+def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
+                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
     rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T, the
     T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per reflector (see ``_reflector``)."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
+    _await(counters, b, wait, FLAGS)
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, NB)
     n_cols = tl.minimum(n - k0, NB)
@@ -225,6 +271,7 @@ def _factor_panel(src, H, tau_out, T_out, n, k0,
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
         tl.store(T_out + b * NB * NB + cols[:, None] * NB + cols[None, :], T)
+    _signal(counters, b, FLAGS)
 
 
 @triton.jit
@@ -355,10 +402,11 @@ def _dot_compensated(a, b, BF16X3: tl.constexpr):
 
 
 @triton.jit
-def _W_part(W_parts, b, c, chunks, n, vc, cols):
+def _W_part(W_parts, b, c, slots, n, vc, cols):
     """Addresses of rows ``vc`` and (absolute) columns ``cols`` of row chunk c's part of Vᵀ C for matrix b
-    (``W_parts`` read as [batch, chunks, NB, n])."""
-    return W_parts + ((b * chunks + c) * vc.shape[0] + vc[:, None]) * n + cols[None, :]
+    (``W_parts`` read as [batch, slots, NB, n]: a matrix's parts stay where they are whatever the chunks of the
+    launch, so that with flags one matrix's launch cannot write where another matrix's is still read)."""
+    return W_parts + ((b * slots + c) * vc.shape[0] + vc[:, None]) * n + cols[None, :]
 
 
 @triton.jit
@@ -370,15 +418,16 @@ def _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB: tl.constexpr):
 
 
 @triton.jit
-def _panel_products(src, H, tau_in, grams, T_out, W_out, n, k0, tiles, chunks,
+def _panel_products(src, H, tau_in, grams, T_out, W_out, n, k0, tiles, chunks, slots, counters, wait,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                    BUILD_T: tl.constexpr, BF16X3: tl.constexpr, PDL: tl.constexpr):
+                    BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Vᵀ C of the panel at k0 (every panel of a latency-bound input; of a large input only the first, whose
     later panels' products come with the update before them, see ``_panel_update``): program (b, t, c) writes
     ``W_out[b, c]`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS].
     After a split panel (BUILD_T) program (b, 0, 0) also builds its T."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
+    _await(counters, b, wait, FLAGS)
     vc = tl.arange(0, NB)
     if BUILD_T:
         if (t == 0) & (c == 0):
@@ -393,14 +442,15 @@ def _panel_products(src, H, tau_in, grams, T_out, W_out, n, k0, tiles, chunks,
         C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
         W += _dot_compensated(tl.trans(V), C, BF16X3)
-    tl.store(_W_part(W_out, b, c, chunks, n, vc, tc), W, mask=tc[None, :] < n)
+    tl.store(_W_part(W_out, b, c, slots, n, vc, tc), W, mask=tc[None, :] < n)
+    _signal(counters, b, FLAGS)
 
 
 @triton.jit
 def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_begin, c_end, tiles, chunks,
-                  in_chunks, NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
+                  in_chunks, slots, counters, wait, NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
                   CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BUILD_T: tl.constexpr, BF16X3: tl.constexpr,
-                  PDL: tl.constexpr):
+                  FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Update of columns [c_begin, c_end) by the panel at k0: program (b, t, c) sums W = Vᵀ C over the
     ``in_chunks`` parts in ``W_in`` for its tile of TILE_COLS columns, and updates its chunk of the tile's rows,
     H <- C - V (Tᵀ W) with C read from ``src``.  With NEXT, the next panel (at k1 = k0 + NB) has already been
@@ -409,6 +459,7 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_beg
     over the matrix; after a split next panel (BUILD_T) program (b, 0, 0) also builds its T into ``T_next``."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
+    _await(counters, b, wait, FLAGS)
     vc = tl.arange(0, NB)
     if BUILD_T:
         if (t == 0) & (c == 0):
@@ -416,7 +467,7 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_beg
     tc = c_begin + t * TILE_COLS + tl.arange(0, TILE_COLS)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for q in range(0, in_chunks):
-        W += tl.load(_W_part(W_in, b, q, in_chunks, n, vc, tc), mask=tc[None, :] < c_end, other=0.0)
+        W += tl.load(_W_part(W_in, b, q, slots, n, vc, tc), mask=tc[None, :] < c_end, other=0.0)
     T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
     Z = tl.dot(tl.trans(T), W, input_precision="tf32x3")
     base = H + b * n * n
@@ -434,7 +485,8 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_beg
             V_next = _load_V(base, n, k0 + NB, rr - NB, vc, row_end - NB)
             W_next += _dot_compensated(tl.trans(V_next), C, BF16X3)
     if NEXT:
-        tl.store(_W_part(W_out, b, c, chunks, n, vc, tc), W_next, mask=tc[None, :] < c_end)
+        tl.store(_W_part(W_out, b, c, slots, n, vc, tc), W_next, mask=tc[None, :] < c_end)
+    _signal(counters, b, FLAGS)
 
 
 # The host's shape arithmetic runs on every call, a hundred times for a large input: plain integers, not
@@ -476,7 +528,8 @@ def _row_chunks(n: int, k0: int, programs: int, target: int):
 
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
-                    update_programs: int, products_cols: int, look_ahead: bool, launch=_launch_plainly) -> None:
+                    update_programs: int, products_cols: int, look_ahead: bool, flags: bool = False,
+                    launch=_launch_plainly) -> None:
     """Blocked QR of A into H.  Panel k is factored (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector) and its Vᵀ C
     formed; the update of its trailing columns then comes in one of two orders.  Plain: the whole update, then
@@ -487,9 +540,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     The update's tiles have their rows split in chunks until about ``update_programs`` programs share the work.
     The first panel and its update read A and write every entry of H; everything after works in place in H.
     Every kernel is launched through ``launch`` (kernel, grid, arguments, options), as a programmatic dependent
-    where the device has them."""
+    where the device has them.  With ``flags`` (register panels only) a launch does not wait for the one before
+    it but for its own matrices' earlier programs (``_await``), and a last launch (``_join``) waits for them all."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
+    if flags and _next_power_of_2(A.shape[-1]) > max_register_rows:
+        raise ValueError(f"flags need register panels: n {A.shape[-1]} > max_register_rows {max_register_rows}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
     pdl = _dependent_launch(dev)
@@ -518,15 +574,28 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         return (tiles, *_row_chunks(n, k0, batch * tiles, update_programs))
 
     # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
-    # parts of its Vᵀ C likewise in W[k % 2], [batch, chunks, NB, n] each (no launch has more chunks than one
+    # parts of its Vᵀ C likewise in W[k % 2], [batch, slots, NB, n] each (no launch has more chunks than one
     # with a single tile over all n rows).
     T = torch.empty((2, batch, nb, nb), dtype=torch.float32, device=dev)
     grams = torch.empty((batch, nb, nb), dtype=torch.float32, device=dev)
-    W = torch.empty((2, batch * _row_chunks(n, 0, batch, update_programs)[0] * nb * n), dtype=torch.float32,
-                    device=dev)
+    slots = _row_chunks(n, 0, batch, update_programs)[0]
+    W = torch.empty((2, batch * slots * nb * n), dtype=torch.float32, device=dev)
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
     sums = torch.zeros((batch, 3, 2, nb) if split(0) else (1,), dtype=torch.float32, device=dev)
     step = 0
+    # With flags, the programs each matrix has finished (see _await), and the count the next launch waits for.
+    counters = torch.zeros(batch if flags else 1, dtype=torch.int32, device=dev)
+    finished = 0
+
+    def order(per_matrix: int, options: dict) -> tuple:
+        """The launch options and the flags' arguments (counters, wait) of the next launch, which has
+        ``per_matrix`` programs for each matrix.  With flags the first launch still waits for the work before
+        the chain (PDL), and every launch is a programmatic dependent."""
+        nonlocal finished
+        if not flags:
+            return dict(options, FLAGS=False), (counters, 0)
+        wait, finished = finished, finished + per_matrix
+        return dict(PDL=pdl["PDL"] and wait == 0, launch_pdl=pdl["launch_pdl"], FLAGS=True), (counters, wait)
 
     def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor) -> None:
         nonlocal step
@@ -539,28 +608,31 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                 step += 1
         else:
             tile_rows = rows(k0)
-            launch(_factor_panel, (batch,), src, H, tau, T_k, n, k0, ROWS=tile_rows, NB=nb, WRITE_T=k0 + nb < n,
-                   num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **panel_launch)
+            options, sync = order(1, panel_launch)
+            launch(_factor_panel, (batch,), src, H, tau, T_k, n, k0, *sync, ROWS=tile_rows, NB=nb,
+                   WRITE_T=k0 + nb < n, num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **options)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
         _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
         tiles = _cdiv(n - k0 - nb, products_cols)
+        options, sync = order(tiles * chunks, pdl)
         launch(
-            _panel_products, (tiles * chunks * batch,), src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, NB=nb,
-            TILE_COLS=products_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, BUILD_T=split(k0),
-            BF16X3=bf16x3, num_warps=UPDATE_WARPS, **pdl)
+            _panel_products, (tiles * chunks * batch,), src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, slots,
+            *sync, NB=nb, TILE_COLS=products_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+            BUILD_T=split(k0), BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
         return chunks
 
     def update(k0: int, src: torch.Tensor, buffers: tuple, c_begin: int, c_end: int, in_chunks: int,
                next_products: bool) -> int:
         """The update of columns [c_begin, c_end) by the panel at k0; returns its chunks."""
         tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end)
+        options, sync = order(tiles * chunks, pdl)
         launch(
             _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles,
-            chunks, in_chunks, NB=nb, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
-            NEXT=next_products, BUILD_T=next_products and split(k0 + nb), BF16X3=bf16x3, num_warps=UPDATE_WARPS,
-            maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **pdl)
+            chunks, in_chunks, slots, *sync, NB=nb, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS,
+            CHUNK_ROWS=chunk_rows, NEXT=next_products, BUILD_T=next_products and split(k0 + nb), BF16X3=bf16x3,
+            num_warps=UPDATE_WARPS, maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **options)
         return chunks
 
     factor(0, A, T[0])
@@ -577,6 +649,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                 chunks = update(k0, src, buffers, k1 + nb, n, chunks, True)
             else:
                 chunks = products(k1, H, buffers[1], buffers[3])
+    if flags:
+        launch(_join, (batch,), counters, finished, num_warps=1, **pdl)
 
 
 def _dependent_launch(device: torch.device) -> dict:
@@ -602,16 +676,49 @@ def _latency_bound(A: torch.Tensor) -> bool:
     return A.numel() * A.element_size() <= LATENCY_BOUND_BYTES
 
 
+def _factor_in_parts(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, parts: int, launch=_launch_plainly,
+                     **blocked) -> None:
+    """The blocked path with flags on ``parts`` parts of the batch, each its own chain, their launches
+    interleaved: a part's launches up to and including a register panel, then the next part's, and so on
+    (the chains' last launches, which join them, come last in that order).  With the flags a launch waits for
+    its own part's earlier launches only, so one part's panels run beside another part's update."""
+    batch = A.shape[0]
+    bounds = [batch * i // parts for i in range(parts + 1)]
+    chains = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        groups = [[]]
+
+        def collect(kernel, grid, *args, **options):
+            if kernel is _join:
+                groups.append([])
+            groups[-1].append((kernel, grid, args, options))
+            if kernel is _factor_panel:
+                groups.append([])
+
+        _factor_blocked(A[lo:hi], H[lo:hi], tau[lo:hi], flags=True, launch=collect, **blocked)
+        chains.append(groups)
+    for step in range(max(len(groups) for groups in chains)):
+        for groups in chains:
+            for kernel, grid, args, options in groups[step] if step < len(groups) else ():
+                launch(kernel, grid, *args, **options)
+
+
 def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
     """QR of A into H and tau (A is left as it is), each kernel launched through ``launch``."""
     n = A.shape[-1]
     if n <= SMALL_N_MAX:
         _factor_small(A, H, tau, launch)
+    elif _latency_bound(A):
+        _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS, _update_programs(A.device),
+                        TRAILING_TILE_COLS, look_ahead=False, launch=launch)
     else:
-        small = _latency_bound(A)
-        _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH if small else PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS,
-                        _update_programs(A.device), TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS,
-                        look_ahead=not small, launch=launch)
+        blocked = dict(panel_width=PANEL_WIDTH, max_register_rows=MAX_REGISTER_PANEL_ROWS,
+                       update_programs=_update_programs(A.device), products_cols=PRODUCTS_TILE_COLS, look_ahead=True)
+        if _dependent_launch(A.device)["PDL"] and n <= MAX_REGISTER_PANEL_ROWS:
+            parts = PARTS_OWN_SM if A.shape[0] <= _multiprocessors(A.device) else PARTS_SHARED
+            _factor_in_parts(A, H, tau, min(parts, A.shape[0]), launch, **blocked)
+        else:
+            _factor_blocked(A, H, tau, **blocked, launch=launch)
 
 
 def _graphed(A: torch.Tensor) -> bool:
@@ -626,14 +733,23 @@ def _outputs(A: torch.Tensor):
 
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
-               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True):
+               update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True,
+               parts: int = 0):
     """The blocked path on its own, for any n, in either order of the update (tests use narrow panels to reach
-    many panels at small n, and many update programs to split the update's rows)."""
+    many panels at small n, and many update programs to split the update's rows); with parts >= 1, the batch in
+    that many parts with flags (``_factor_in_parts``)."""
     if products_cols < 16 or products_cols & (products_cols - 1):
         raise ValueError(f"products_cols {products_cols} is not a power of 2 from 16 on")
+    if not 0 <= parts <= A.shape[0]:
+        raise ValueError(f"parts {parts} is not between 0 and the batch, {A.shape[0]}")
     H, tau = _outputs(A)
-    _factor_blocked(A, H, tau, panel_width, max_register_rows, update_programs or _update_programs(A.device),
-                    products_cols, look_ahead)
+    blocked = dict(panel_width=panel_width, max_register_rows=max_register_rows,
+                   update_programs=update_programs or _update_programs(A.device), products_cols=products_cols,
+                   look_ahead=look_ahead)
+    if parts:
+        _factor_in_parts(A, H, tau, parts, **blocked)
+    else:
+        _factor_blocked(A, H, tau, **blocked)
     return H, tau
 
 

@@ -78,6 +78,40 @@ def test_update_rows_split_over_programs(batch, n, case, look_ahead):
     _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=64, update_programs=64, look_ahead=look_ahead))
 
 
+@pytest.mark.parametrize("look_ahead", [True, False])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_blocked_in_parts_with_flags(parts, look_ahead):
+    # The batch in parts, each its own chain whose launches wait for their own matrices' earlier programs
+    # (counters) rather than for the launch before; 64 update programs cut the rows of 3 matrices of 75 in a
+    # different number of chunks from launch to launch, and the parts hold 1 to 3 matrices.
+    A = _input(3, 75, "rowscale", seed=6)
+    _check(A, sub.qr_blocked(A, panel_width=16, update_programs=64, look_ahead=look_ahead, parts=parts))
+
+
+def test_parts_need_nothing_from_each_other():
+    # With flags a part's launches may run before an earlier part's: here the second half of the batch is
+    # factored whole before the first.
+    A = _input(4, 70, "mixed", seed=8)
+    H, tau = sub._outputs(A)
+    for half in (slice(2, 4), slice(0, 2)):
+        sub._factor_blocked(A[half], H[half], tau[half], 16, sub.MAX_REGISTER_PANEL_ROWS, 64, 32, look_ahead=True,
+                            flags=True)
+    _check(A, (H, tau))
+
+
+def test_flags_need_register_panels():
+    A = _input(1, 40)
+    with pytest.raises(ValueError, match="flags need register panels: n 40 > max_register_rows 16"):
+        sub.qr_blocked(A, panel_width=16, max_register_rows=16, parts=1)
+
+
+@pytest.mark.parametrize("parts", [-1, 3])
+def test_parts_at_most_the_batch(parts):
+    A = _input(2, 40)
+    with pytest.raises(ValueError, match=f"parts {parts} is not between 0 and the batch, 2"):
+        sub.qr_blocked(A, panel_width=16, parts=parts)
+
+
 @triton.jit
 def _split_kernel(X, HI, LO, N: tl.constexpr):
     i = tl.arange(0, N)
