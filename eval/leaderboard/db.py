@@ -13,6 +13,7 @@ import json
 import math
 import os
 import secrets
+import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -152,12 +153,28 @@ def make_engine(db: str) -> sa.Engine:
         @sa.event.listens_for(engine, "connect")
         def _sqlite_settings(dbapi_connection, _record):
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA busy_timeout=30000")
+            _write_ahead_log(cursor)
+            cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
+
+
+def _write_ahead_log(cursor, patience_s: float = 30.0) -> None:
+    """Put the SQLite file in WAL mode (the file keeps it: the first connection does the work).  Connections of
+    several processes that open a new file at the same moment may all try to convert it; SQLite then fails
+    all but one of them at once with "database is locked", without waiting (each holds the shared lock the
+    others need), so a failed one tries again until the file is converted or ``patience_s`` has passed."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def schema_version(conn: sa.Connection) -> int:

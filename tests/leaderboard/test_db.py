@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
+import threading
 import time
 
+import pytest
 import sqlalchemy as sa
 
 from eval.leaderboard.auth import hash_token
-from eval.leaderboard.db import MIGRATIONS, Database, schema_version
+from eval.leaderboard.db import MIGRATIONS, Database, _write_ahead_log, schema_version
 
 SPEC = "tests:\n  - {batch: 1, n: 4, cond: 1, seed: 1}\nbenchmarks:\n  - {batch: 1, n: 4, cond: 1, seed: 2}\n"
 
@@ -147,3 +150,35 @@ def test_schema_3_withholds_old_worker_messages_and_keys_old_leaderboards(tmp_pa
     assert shown["runs"][0]["cases"][0]["mean_ns"] == 5000.0 and shown["runs"][0]["cases"][0]["runs"] == 7
     key = new.leaderboard("qr").seed_key
     assert len(key) == 64 and int(key, 16) > 0
+
+
+def _locked_sqlite_file(path):
+    """A SQLite file in rollback-journal mode, and a connection holding its exclusive lock."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def test_conversion_to_wal_tries_again_while_the_file_is_locked(tmp_path):
+    # Processes opening a new file together can make SQLite refuse the conversion at once ("database is
+    # locked", no waiting); a connection that does not wait (timeout 0) meets the same refusal here.
+    path = tmp_path / "board.db"
+    holder = _locked_sqlite_file(path)
+    threading.Timer(0.3, holder.execute, ["ROLLBACK"]).start()
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    started = time.monotonic()
+    _write_ahead_log(conn.cursor())
+    assert time.monotonic() - started >= 0.25
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_conversion_to_wal_gives_up_after_its_patience(tmp_path):
+    path = tmp_path / "board.db"
+    holder = _locked_sqlite_file(path)
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    started = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _write_ahead_log(conn.cursor(), patience_s=0.2)
+    assert 0.2 <= time.monotonic() - started < 5
+    holder.execute("ROLLBACK")
