@@ -123,9 +123,16 @@ def _await(counters, b, wait, FLAGS: tl.constexpr):
     if FLAGS:
         if not _INTERPRETED:
             tl.extra.cuda.gdc_launch_dependents()
-        while tl.atomic_add(counters + b, 0, sem="acquire") < wait:
-            pass
-        tl.debug_barrier()
+        _wait_for_count(counters, b, wait)
+
+
+@triton.jit
+def _wait_for_count(counters, b, count):
+    """Wait until ``counters[b] >= count``: one thread's acquire loads, then a barrier, so that every thread's
+    reads come after them."""
+    while tl.atomic_add(counters + b, 0, sem="acquire") < count:
+        pass
+    tl.debug_barrier()
 
 
 @triton.jit
@@ -143,8 +150,7 @@ def _join(counters, total, PDL: tl.constexpr):
     call (the counts start at 0)."""
     _follow(PDL)
     b = tl.program_id(0)
-    while tl.atomic_add(counters + b, 0, sem="acquire") < total:
-        pass
+    _wait_for_count(counters, b, total)
     tl.atomic_xchg(counters + b, 0, sem="relaxed")
 
 
