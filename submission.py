@@ -828,6 +828,11 @@ class _DirectQR:
 
 
 _prepared = {}  # (batch, n, device, whether A is 16-byte aligned) -> a _GraphedQR or a _DirectQR
+# A prepared chain's buffers (the graph's input and outputs, the direct chain's T, W and counters) serve one call at
+# a time: two calls from two host threads at once would interleave their launches on the GPU's queue (the counters
+# of two interleaved chains let programs start early, or hang).  A call takes the one token first, and a call that
+# finds it taken is refused (list.pop and list.append are atomic).
+_token = [True]
 
 
 def custom_kernel(A: torch.Tensor):
@@ -841,6 +846,14 @@ def custom_kernel(A: torch.Tensor):
         return H, tau
     # A compiled kernel assumes the alignment of the pointers it was compiled for (Triton specializes on it).
     key = (A.shape[0], A.shape[-1], A.device, A.data_ptr() % 16 == 0)
-    if key not in _prepared:
-        _prepared[key] = _GraphedQR(A) if _graphed(A) else _DirectQR(A)
-    return _prepared[key](A)
+    try:
+        _token.pop()
+    except IndexError:
+        raise RuntimeError("custom_kernel is running on another host thread: call it from one thread at a "
+                           "time") from None
+    try:
+        if key not in _prepared:
+            _prepared[key] = _GraphedQR(A) if _graphed(A) else _DirectQR(A)
+        return _prepared[key](A)
+    finally:
+        _token.append(True)

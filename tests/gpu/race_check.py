@@ -2,10 +2,12 @@
 
     python tests/gpu/race_check.py N:BATCH:CASE[,N:BATCH:CASE ...] ENTRY.py [ENTRY.py ...] [--repeats R]
 
-The kernels of an entry are deterministic (no atomics on the numbers, a fixed order of every sum), so every
-call on the same input must give the same bits.  A program that reads what another program of another launch
-is still writing (a missing wait, a buffer reused too early) shows up as an output that differs from the
-first call's, often while still passing the checker.  For each case one input is made (reference.generate_input,
+The committed entry's kernels are deterministic up to n = 1024 (no atomics on the numbers, a fixed order of every
+sum), so there every call on the same input must give the same bits; its split panels (n > 1024) add their
+slices' partial sums atomically in any order, so there the bits change from call to call and only the check
+tells anything.  A program that reads what another program of another launch is still writing (a missing wait,
+a buffer reused too early) shows up as an output that differs from the first call's, often while still passing
+the checker.  For each case one input is made (reference.generate_input,
 seed 7); each entry's first output is checked with reference.check_details, then the entry is called R more
 times and every output compared bitwise with the first.  The first entry is the reference of the last column:
 the largest difference of each entry's output from its own (a different summation order differs by rounding).

@@ -3,10 +3,13 @@
 On a GPU, ``custom_kernel`` keeps one prepared chain per (batch, n, device, alignment of A): a graph replay
 (``_GraphedQR``) or launches made straight from the recorded compiled kernels (``_DirectQR``).  Each is checked
 against the same kernels launched through Triton's own path (``_factor``), on several inputs of one shape, on an
-input whose data is not 16-byte aligned, and for a fresh output every call with the input left untouched.
+input whose data is not 16-byte aligned, and for a fresh output every call with the input left untouched; and
+calls from several host threads at once never share a chain (a call finding another one running is refused).
 """
 
 import importlib.util
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,52 @@ def test_unaligned_input_gets_its_own_chain(batch, n, path):
     out = sub.custom_kernel(A)
     assert reference.check_implementation(A, out)[0]
     assert (batch, n, A.device, False) in sub._prepared
+
+
+def test_a_call_while_another_runs_is_refused():
+    # The token a call holds while it runs a prepared chain (here taken by hand, as another thread's call would).
+    A = reference.generate_input(30, 600, 2, 1, "dense", device="cuda")
+    sub._token.pop()
+    try:
+        with pytest.raises(RuntimeError, match="running on another host thread"):
+            sub.custom_kernel(A)
+    finally:
+        sub._token.append(True)
+    assert reference.check_implementation(A, sub.custom_kernel(A))[0]
+
+
+def test_calls_from_several_threads_never_share_a_chain():
+    # b30 n600 runs with flags: its chain's counters (and buffers) serve every call of that shape, so calls from
+    # four host threads at once must not interleave their launches.  Each thread calls the entry 8 times on its own
+    # input: a call either returns that input's output from one thread alone, bit for bit, or is refused with the
+    # token's error; and the GPU's work must end (no hang).
+    inputs = [reference.generate_input(30, 600, 2, seed, "dense", device="cuda") for seed in range(4)]
+    alone = [sub.custom_kernel(A) for A in inputs]
+    outputs = [[] for _ in inputs]
+    refused, errors = [], []
+
+    def calls(i):
+        for _ in range(8):
+            try:
+                outputs[i].append(sub.custom_kernel(inputs[i]))
+            except RuntimeError as exc:
+                (refused if "another host thread" in str(exc) else errors).append(exc)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=calls, args=(i,), daemon=True) for i in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60  # the calls take well under a second
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not errors and not any(thread.is_alive() for thread in threads)
+    done = torch.cuda.Event()
+    done.record()
+    while not done.query():
+        assert time.monotonic() < deadline + 30, "the GPU's work did not end: interleaved chains waiting on each other"
+        time.sleep(0.01)
+    assert sum(map(len, outputs)) + len(refused) == 32 and any(outputs)
+    for (H, tau), returned in zip(alone, outputs):
+        for H_i, tau_i in returned:
+            assert torch.equal(H_i, H) and torch.equal(tau_i, tau)
