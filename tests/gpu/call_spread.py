@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import reference  # noqa: E402
 from eval import timing  # noqa: E402
+from kernel_bench import parse_cases  # noqa: E402  (this script's folder is on the path)
 
 SLOW = 1.1  # a call slower than this times the median is reported
 
@@ -63,12 +64,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=150)
     parser.add_argument("--gc-off", action="store_true", help="disable the garbage collector during each call")
     args = parser.parse_args()
-    cases = []
-    for text in args.cases.split(","):
-        n, batch, case = text.split(":")
-        if case not in reference.CASES:
-            parser.error(f"unknown case kind {case!r} in {text!r}; one of {', '.join(reference.CASES)}")
-        cases.append((int(n), int(batch), case))
+    cases = parse_cases(parser, args.cases)
     device = torch.device("cuda")
     fill_l2 = timing.make_l2_fill(device)
     passes = []  # (generation, seconds) of the collector's passes

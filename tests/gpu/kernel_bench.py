@@ -36,6 +36,21 @@ def load_entry(path: str):
     return module.custom_kernel
 
 
+def parse_cases(parser: argparse.ArgumentParser, text: str) -> list[tuple[int, int, str]]:
+    """Comma-separated ``n:batch:case`` as (n, batch, case), or the parser's error naming the bad one."""
+    cases = []
+    for item in text.split(","):
+        try:
+            n, batch, case = item.split(":")
+            n, batch = int(n), int(batch)
+        except ValueError:
+            parser.error(f"expected n:batch:case, got {item!r}")
+        if case not in reference.CASES:
+            parser.error(f"unknown case kind {case!r} in {item!r} (one of {', '.join(reference.CASES)})")
+        cases.append((n, batch, case))
+    return cases
+
+
 def cases_and_entries(description: str):
     """The command line of ab_bench.py and host_share.py: ``N:BATCH:CASE[,...] ENTRY.py [ENTRY.py ...]``; returns
     the cases as (n, batch, case) and the entries' custom_kernel by file stem."""
@@ -43,16 +58,7 @@ def cases_and_entries(description: str):
     parser.add_argument("cases", help="comma-separated n:batch:case, e.g. 1024:60:dense,32:20:dense")
     parser.add_argument("entries", nargs="+")
     args = parser.parse_args()
-    cases = []
-    for text in args.cases.split(","):
-        try:
-            n, batch, case = text.split(":")
-            n, batch = int(n), int(batch)
-        except ValueError:
-            parser.error(f"expected n:batch:case, got {text!r}")
-        if case not in reference.CASES:
-            parser.error(f"unknown case kind {case!r} in {text!r} (one of {', '.join(reference.CASES)})")
-        cases.append((n, batch, case))
+    cases = parse_cases(parser, args.cases)
     missing = [p for p in args.entries if not Path(p).is_file()]
     if missing:
         parser.error(f"no such entry file: {', '.join(missing)}")

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import reference  # noqa: E402
-from kernel_bench import load_entry  # noqa: E402  (this script's folder is on the path)
+from kernel_bench import load_entry, parse_cases  # noqa: E402  (this script's folder is on the path)
 
 
 def main() -> int:
@@ -31,12 +31,7 @@ def main() -> int:
     parser.add_argument("entries", nargs="+")
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    cases = []
-    for text in args.cases.split(","):
-        n, batch, case = text.split(":")
-        if case not in reference.CASES:
-            parser.error(f"unknown case kind {case!r} in {text!r}; one of {', '.join(reference.CASES)}")
-        cases.append((int(n), int(batch), case))
+    cases = parse_cases(parser, args.cases)
     entries = {path: load_entry(path) for path in args.entries}
     failed = False
     for n, batch, case in cases:
