@@ -714,17 +714,16 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_
     n = A.shape[-1]
     if n <= SMALL_N_MAX:
         _factor_small(A, H, tau, launch)
-    elif _latency_bound(A):
-        _factor_blocked(A, H, tau, NARROW_PANEL_WIDTH, MAX_REGISTER_PANEL_ROWS, _update_programs(A.device),
-                        TRAILING_TILE_COLS, look_ahead=False, launch=launch)
+        return
+    small = _latency_bound(A)
+    blocked = dict(panel_width=NARROW_PANEL_WIDTH if small else PANEL_WIDTH, max_register_rows=MAX_REGISTER_PANEL_ROWS,
+                   update_programs=_update_programs(A.device),
+                   products_cols=TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS, look_ahead=not small)
+    if not small and n <= MAX_REGISTER_PANEL_ROWS and _dependent_launch(A.device)["PDL"]:
+        parts = PARTS_OWN_SM if A.shape[0] <= _multiprocessors(A.device) else PARTS_SHARED
+        _factor_in_parts(A, H, tau, min(parts, A.shape[0]), launch, **blocked)
     else:
-        blocked = dict(panel_width=PANEL_WIDTH, max_register_rows=MAX_REGISTER_PANEL_ROWS,
-                       update_programs=_update_programs(A.device), products_cols=PRODUCTS_TILE_COLS, look_ahead=True)
-        if _dependent_launch(A.device)["PDL"] and n <= MAX_REGISTER_PANEL_ROWS:
-            parts = PARTS_OWN_SM if A.shape[0] <= _multiprocessors(A.device) else PARTS_SHARED
-            _factor_in_parts(A, H, tau, min(parts, A.shape[0]), launch, **blocked)
-        else:
-            _factor_blocked(A, H, tau, **blocked, launch=launch)
+        _factor_blocked(A, H, tau, **blocked, launch=launch)
 
 
 def _graphed(A: torch.Tensor) -> bool:

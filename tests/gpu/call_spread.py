@@ -16,7 +16,6 @@ loop, or blocked by the driver.  --gc-off disables the collector for the call it
 
 import argparse
 import gc
-import importlib.util
 import statistics
 import sys
 import time
@@ -28,16 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import reference  # noqa: E402
 from eval import timing  # noqa: E402
-from kernel_bench import parse_cases  # noqa: E402  (this script's folder is on the path)
+from kernel_bench import load_module, parse_cases  # noqa: E402  (this script's folder is on the path)
 
 SLOW = 1.1  # a call slower than this times the median is reported
-
-
-def load_module(path: str):
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def stamp_launches(module, stamps: list) -> None:

@@ -29,11 +29,16 @@ TIME_BUDGET_S = 1.0  # per case and entry
 MAX_REPEATS = 20
 
 
-def load_entry(path: str):
+def load_module(path: str):
+    """An entry's file as a module of its own (several versions of one file side by side)."""
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.custom_kernel
+    return module
+
+
+def load_entry(path: str):
+    return load_module(path).custom_kernel
 
 
 def parse_cases(parser: argparse.ArgumentParser, text: str) -> list[tuple[int, int, str]]:
