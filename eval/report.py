@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eval.score import gflops, score_seconds
+from eval.timing import SLOW_REPEAT_RATIO
 
 REPORT_VERSION = 1
 MARGIN_WARN = 0.5  # a gate margin above this fraction of the gate is highlighted
@@ -62,7 +63,8 @@ def _stats_dict(stats) -> dict | None:
     if stats is None:
         return None
     return {"runs": int(stats.runs), "mean": float(stats.mean), "std": float(stats.std),
-            "err": float(stats.err), "best": float(stats.best), "worst": float(stats.worst)}
+            "err": float(stats.err), "best": float(stats.best), "worst": float(stats.worst),
+            "median": float(stats.median), "slow": int(stats.slow)}
 
 
 def contest_entry(result) -> dict:
@@ -188,19 +190,28 @@ def _status_text(status: str) -> str:
 
 def report_table(report: dict) -> Table:
     table = Table(title=f"{report['mode']}: {report['submission']['path']} on {report['device']['name']}")
-    for column in ("kind", "case", "status", "mean ± err", "best", "GFLOP/s", "speed-up", "gate margin",
-                   "contest"):
+    for column in ("kind", "case", "status", "mean ± err", "median", "best", "GFLOP/s", "speed-up",
+                   "gate margin", "contest"):
         table.add_column(column, justify="left" if column in ("kind", "case", "status", "contest") else "right")
     for kind, entries in (("test", report["tests"]), ("bench", report["benchmarks"])):
         for entry in entries:
             stats = entry.get("stats")
             mean = f"{format_ns(stats['mean'])} ± {format_ns(stats['err'])}" if stats else "—"
+            median = _median_text(stats)
             best = format_ns(stats["best"]) if stats else "—"
             rate = f"{entry['gflops']:.2f}" if entry.get("gflops") is not None else "—"
             speedup = f"{entry['speedup']:.2f}×" if entry.get("speedup") is not None else "—"
-            table.add_row(kind, case_label(entry["spec"]), _status_text(entry["status"]), mean, best,
+            table.add_row(kind, case_label(entry["spec"]), _status_text(entry["status"]), mean, median, best,
                           rate, speedup, _margin_text(gate_margin(entry)), _contest_text(entry))
     return table
+
+
+def _median_text(stats: dict | None) -> str:
+    """The median of the timed repeats, and how many were slow (a report from before the median: "—")."""
+    if not stats or stats.get("median") is None:
+        return "—"
+    slow = stats.get("slow") or 0
+    return format_ns(stats["median"]) + (f" [bold yellow]({slow} slow)[/]" if slow else "")
 
 
 def _contest_text(entry: dict) -> str:
@@ -223,6 +234,12 @@ def render_report(report: dict, console: Console) -> None:
             if entry.get("flags"):
                 console.print(f"[yellow]{kind} {case_label(entry['spec'])}: flags: "
                               f"{', '.join(entry['flags'])}[/]", highlight=False)
+    for entry in report["benchmarks"]:
+        stats = entry.get("stats") or {}
+        if stats.get("slow") and stats.get("median"):
+            console.print(f"[yellow]benchmark {case_label(entry['spec'])}: {stats['slow']} of {stats['runs']} timed "
+                          f"repeats over {SLOW_REPEAT_RATIO:g}× the median; the mean, which the score uses, is "
+                          f"{stats['mean'] / stats['median'] - 1:.1%} above the median[/]", highlight=False)
     for warning in report["warnings"]:
         console.print(f"[yellow]warning:[/] line {warning.get('line')}: {warning.get('construct')}: "
                       f"{warning.get('text')}", highlight=False)

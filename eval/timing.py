@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -49,6 +50,10 @@ L2_FILL_BYTES = 256 * 1024 * 1024  # the contest's L2 clear: a 256 MiB int64 buf
 # few microseconds, so it is charged nothing).
 LATE_ALLOWANCE_S = 20e-6
 
+# A timed repeat slower than this times the median is counted as slow in the report: the contest ranks by the
+# mean, so a few slow calls (a stalled host, a busy device) weigh on a score as much as a slower kernel.
+SLOW_REPEAT_RATIO = 1.1
+
 
 @dataclass
 class Stats:
@@ -59,6 +64,8 @@ class Stats:
     err: float
     best: float
     worst: float
+    median: float
+    slow: int  # repeats slower than SLOW_REPEAT_RATIO × the median
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,8 @@ def make_l2_fill(device: torch.device) -> Callable[[], None]:
 
 
 def compute_stats(durations_ns: Sequence[float]) -> Stats:
-    """Mean, sample standard deviation, standard error, best and worst of per-call times (ns)."""
+    """Mean, sample standard deviation, standard error, best, worst and median of per-call times (ns), and how
+    many repeats were slow (over SLOW_REPEAT_RATIO × the median)."""
     runs = len(durations_ns)
     if runs == 0:
         raise ValueError("no durations to summarise")
@@ -128,7 +136,10 @@ def compute_stats(durations_ns: Sequence[float]) -> Stats:
         variance = 0.0
     std = math.sqrt(variance)
     err = std / math.sqrt(runs)
-    return Stats(runs=runs, mean=mean, std=std, err=err, best=min(durations_ns), worst=max(durations_ns))
+    median = statistics.median(durations_ns)
+    slow = sum(1 for d in durations_ns if d > SLOW_REPEAT_RATIO * median)
+    return Stats(runs=runs, mean=mean, std=std, err=err, best=min(durations_ns), worst=max(durations_ns),
+                 median=median, slow=slow)
 
 
 def should_stop(durations_ns: Sequence[float], elapsed_s: float, budget_s: float, max_repeats: int) -> bool:

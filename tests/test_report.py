@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import statistics
 
 import pytest
 from rich.console import Console
@@ -13,6 +14,7 @@ from conftest import FIXTURES, run_eval
 from eval.report import render_report
 from eval.score import gflops
 from eval.specs import mix_seed
+from eval import timing
 
 TINY_SPEC = ("test_timeout: 120\nbenchmark_timeout: 120\n"
              "tests:\n  - {batch: 2, n: 8, cond: 1, seed: 3}\n  - {batch: 1, n: 7, cond: 0, seed: 4, case: mixed}\n"
@@ -95,7 +97,7 @@ def test_benchmark_entry_has_stats_gflops_speedup_and_margins(benchmark_run):
     assert entry["status"] == "pass"
     assert entry["message"]
     stats = entry["stats"]
-    assert set(stats) == {"runs", "mean", "std", "err", "best", "worst"}
+    assert set(stats) == {"runs", "mean", "std", "err", "best", "worst", "median", "slow"}
     assert stats["runs"] >= 3
     assert 0 < stats["best"] <= stats["mean"] <= stats["worst"]
     assert entry["gflops"] == pytest.approx(gflops(2, 8, stats["mean"]))
@@ -108,6 +110,8 @@ def test_benchmark_entry_has_stats_gflops_speedup_and_margins(benchmark_run):
     assert len(times) == stats["runs"]
     assert min(times) == pytest.approx(stats["best"], abs=0.1) and max(times) == pytest.approx(stats["worst"], abs=0.1)
     assert sum(times) / len(times) == pytest.approx(stats["mean"], abs=0.1)  # times_ns are rounded to 0.1 ns
+    assert stats["median"] == pytest.approx(statistics.median(times), abs=0.1)
+    assert stats["slow"] == sum(1 for t in times if t > 1.1 * stats["median"] + 0.1)
     assert entry["wall_s"] > 0
     score = report["score"]
     assert score["passed"] is True
@@ -117,7 +121,7 @@ def test_benchmark_entry_has_stats_gflops_speedup_and_margins(benchmark_run):
 
 def test_terminal_shows_table_and_score(benchmark_run):
     done, report = benchmark_run
-    for column in ("case", "status", "mean ± err", "best", "GFLOP/s", "speed-up", "gate margin"):
+    for column in ("case", "status", "mean ± err", "median", "best", "GFLOP/s", "speed-up", "gate margin"):
         assert column in done.stdout
     assert "b2 n8 c1 s5 rankdef" in done.stdout
     assert f"({report['score']['us']:.1f} µs)" in done.stdout
@@ -161,6 +165,29 @@ def test_table_shows_gate_margin_as_percentage_and_failure_reasons():
     assert "factor residual too large: matrix 0" in text
     assert "flags: clock-skew" in text
     assert "failed" in text
+
+
+def test_slow_repeats_show_beside_the_median_and_under_the_table():
+    times = [3.8e6] * 180 + [4.5e6] * 15 + [16e6] * 5  # n1024-like: a few stalled calls lift the mean
+    stats = timing.compute_stats(times)
+    report = _report_with("pass", 0.01)
+    report["mode"] = "benchmark"
+    report["benchmarks"] = [dict(report["tests"][0], flags=[], stats={
+        "runs": stats.runs, "mean": stats.mean, "std": stats.std, "err": stats.err, "best": stats.best,
+        "worst": stats.worst, "median": stats.median, "slow": stats.slow})]
+    report["score"] = {"passed": True, "seconds": stats.mean / 1e9, "us": stats.mean / 1e3}
+    console = Console(record=True, width=250, color_system=None)
+    render_report(report, console)
+    text = console.export_text()
+    assert "(20 slow)" in text
+    assert ("benchmark b1 n4 c0 s1 dense: 20 of 200 timed repeats over 1.1× the median; the mean, which the "
+            "score uses, is 9.4% above the median") in text
+    steady = _report_with("pass", 0.01)  # a report without the median (written before it existed) still renders
+    steady["benchmarks"] = [dict(steady["tests"][0], flags=[], stats={"runs": 3, "mean": 5.0, "std": 0.0,
+                                                                      "err": 0.0, "best": 5.0, "worst": 5.0})]
+    console = Console(record=True, width=250, color_system=None)
+    render_report(steady, console)
+    assert "slow" not in console.export_text()
 
 
 def test_table_shows_the_contests_verdict_where_ours_is_stricter():

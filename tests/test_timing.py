@@ -16,11 +16,20 @@ def test_stats_of_known_durations():
     assert stats.std == pytest.approx(math.sqrt(5 / 3))  # sample standard deviation
     assert stats.err == pytest.approx(math.sqrt(5 / 3) / 2)
     assert (stats.best, stats.worst) == (1.0, 4.0)
+    assert stats.median == 2.5
+    assert stats.slow == 2  # 3 and 4 are over 1.1 x 2.5
+
+
+def test_slow_repeats_are_counted_against_the_median():
+    stats = timing.compute_stats([100.0] * 9 + [110.0, 111.0, 400.0])
+    assert stats.median == 100.0
+    assert stats.slow == 2  # 110 is exactly 1.1 x the median: not slow
+    assert stats.mean > 1.2 * stats.median  # one slow repeat in twelve moves the mean, not the median
 
 
 def test_stats_of_one_duration_have_no_spread():
     s = timing.compute_stats([7.0])
-    assert (s.runs, s.mean, s.std, s.err, s.best, s.worst) == (1, 7.0, 0.0, 0.0, 7.0, 7.0)
+    assert (s.runs, s.mean, s.std, s.err, s.best, s.worst, s.median, s.slow) == (1, 7.0, 0.0, 0.0, 7.0, 7.0, 7.0, 0)
 
 
 def test_stats_need_durations():

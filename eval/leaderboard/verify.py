@@ -158,7 +158,7 @@ def _check_shown_values(report: dict) -> None:
             if not _is_number(mean) or not MEAN_RANGE_NS[0] <= mean <= MEAN_RANGE_NS[1]:
                 raise ReportError(f"{where}: stats.mean must be a positive number of ns between "
                                   f"{MEAN_RANGE_NS[0]:g} and {MEAN_RANGE_NS[1]:g}")
-            for key in ("err", "best", "std", "worst"):
+            for key in ("err", "best", "std", "worst", "median"):
                 value = stats.get(key)
                 if value is not None and (not _is_number(value) or not 0 <= value <= MEAN_RANGE_NS[1]):
                     raise ReportError(f"{where}: stats.{key} must be a number of ns between 0 and "
@@ -166,3 +166,7 @@ def _check_shown_values(report: dict) -> None:
             runs = stats.get("runs")
             if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 10**9):
                 raise ReportError(f"{where}: stats.runs must be a whole number of runs (1 to 10^9)")
+            slow = stats.get("slow")
+            if slow is not None and (isinstance(slow, bool) or not isinstance(slow, int)
+                                     or not 0 <= slow <= (runs if isinstance(runs, int) else 10**9)):
+                raise ReportError(f"{where}: stats.slow must be a whole number of repeats, at most stats.runs")

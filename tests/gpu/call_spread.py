@@ -11,7 +11,10 @@ the allocation tried again), the garbage collector's passes during the call, and
 recorded launch chain (a ``_DirectQR`` in its ``_prepared``), the host's time before its first launch and its
 longest gap between two launches (each launch is timestamped: a few hundred nanoseconds of host time).  A slow
 call whose host time is its GPU time while no segment or collection shows is the host stalled inside the launch
-loop, or blocked by the driver.  --gc-off disables the collector for the call itself.
+loop, or blocked by the driver.  Three more numbers tell those apart: the thread's CPU time over the call (less
+than the wall time: the OS took the thread off its core), the median gap between launches (a host slow
+throughout, against one stall), and the time before the first launch, when the queue holds only the L2 fill
+and no launch can wait for room in it.  --gc-off disables the collector for the call itself.
 """
 
 import argparse
@@ -86,12 +89,14 @@ def main() -> int:
                 stamps.clear()
                 if args.gc_off:
                     gc.disable()
+                cpu_start = time.thread_time()
                 host_start = time.perf_counter()
                 start.record()
                 out = module.custom_kernel(A)
                 previous = None  # the previous call's outputs, freed inside the timed region as the contest does
                 end.record()
                 host_end = time.perf_counter()
+                cpu = time.thread_time() - cpu_start
                 if args.gc_off:
                     gc.enable()
                 torch.cuda.synchronize()
@@ -99,12 +104,14 @@ def main() -> int:
                 previous = out
                 gaps = [b - a for a, b in zip(stamps, stamps[1:])]
                 rows.append({
-                    "gpu": start.elapsed_time(end) * 1e3, "host": (host_end - host_start) * 1e6,
+                    "gpu": start.elapsed_time(end) * 1e3, "host": (host_end - host_start) * 1e6, "cpu": cpu * 1e6,
                     "segments": after.get("segment.all.allocated", 0) - before.get("segment.all.allocated", 0),
                     "retries": after.get("num_alloc_retries", 0) - before.get("num_alloc_retries", 0),
                     "gc": [(g, round(s * 1e6)) for g, s in passes],
                     "first": (stamps[0] - host_start) * 1e6 if stamps else None,
                     "gap": (max(gaps) * 1e6, gaps.index(max(gaps)) + 1) if gaps else None,
+                    "pace": statistics.median(gaps) * 1e6 if gaps else None,
+                    "last": (stamps[-1] - host_start) * 1e6 if stamps else None,
                     "launches": len(stamps)})
             previous = None
             times = [r["gpu"] for r in rows]
@@ -118,13 +125,19 @@ def main() -> int:
                 where = ""
                 if r["gap"] is not None:
                     where = f", first launch at {r['first']:.0f} µs, longest gap {r['gap'][0]:.0f} µs before launch " \
-                            f"{r['gap'][1]}"
-                print(f"    slow: GPU {r['gpu']:.1f} µs, host {r['host']:.1f} µs, new segments {r['segments']}, "
+                            f"{r['gap'][1]}, median gap {r['pace']:.1f} µs, last launch at {r['last']:.0f} µs"
+                print(f"    slow: GPU {r['gpu']:.1f} µs, host {r['host']:.1f} µs (thread CPU {r['cpu']:.0f}), "
+                      f"new segments {r['segments']}, "
                       f"retries {r['retries']}, collections {r['gc']}{where}", flush=True)
             fast = [r for r in rows if r["gpu"] <= SLOW * median and r["gap"] is not None]
             if fast:
                 print(f"    other calls: longest gap between launches {max(r['gap'][0] for r in fast):.0f} µs, "
-                      f"collections during {sum(bool(r['gc']) for r in fast)} of them", flush=True)
+                      f"first launch at {statistics.median(r['first'] for r in fast):.0f} µs, "
+                      f"median gap {statistics.median(r['pace'] for r in fast):.1f} µs, last launch at "
+                      f"{statistics.median(r['last'] for r in fast):.0f} µs, host "
+                      f"{statistics.median(r['host'] for r in fast):.0f} µs (thread CPU "
+                      f"{statistics.median(r['cpu'] for r in fast):.0f}), collections during "
+                      f"{sum(bool(r['gc']) for r in fast)} of them (medians over them)", flush=True)
     return 0
 
 

@@ -1,6 +1,6 @@
 """GPU-only: where an entry's time goes, kernel by kernel (not collected by pytest).
 
-    python tests/gpu/kernel_profile.py [ENTRY.py ...] [--serial]
+    python tests/gpu/kernel_profile.py [ENTRY.py ...] [--serial] [--shapes B:N,B:N,...]
 
 For each large benchmark shape: the per-call time of ``custom_kernel`` (median of 10 CUDA-event timings), then
 one ungraphed ``_factor(A, H, tau)`` under torch.profiler, its GPU kernels' times summed by kernel name.  The
@@ -51,11 +51,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("entries", nargs="*", default=[str(ROOT / "submission.py")])
     parser.add_argument("--serial", action="store_true", help="profile with programmatic dependent launch off")
+    parser.add_argument("--shapes", help="batch:n pairs, comma-separated (default: the large benchmark shapes)")
     args = parser.parse_args()
+    shapes = SHAPES if args.shapes is None else [tuple(int(x) for x in pair.split(":")) for pair in
+                                                 args.shapes.split(",")]
     for path in args.entries:
         entry = load(path)
         print(f"== {path}" + (" (PDL off while profiled)" if args.serial else ""))
-        for batch, n in SHAPES:
+        for batch, n in shapes:
             A = reference.generate_input(batch, n, 2, 1, "dense", device="cuda")
             call = per_call_ms(entry.custom_kernel, A)
             H, tau = torch.empty_like(A), torch.empty(A.shape[:2], device="cuda")

@@ -88,6 +88,21 @@ def test_values_a_page_shows_are_checked(spec, break_it, message):
         check_report(report, spec)
 
 
+@pytest.mark.parametrize("break_it, message", [
+    (lambda r: r["benchmarks"][0]["stats"].update(median="x"), r"stats.median must be a number"),
+    (lambda r: r["benchmarks"][0]["stats"].update(slow=11), r"stats.slow must be a whole number of repeats, at most"),
+    (lambda r: r["benchmarks"][0]["stats"].update(slow=True), r"stats.slow must be a whole number"),
+    (lambda r: r["benchmarks"][0]["stats"].update(slow=-1), r"stats.slow must be a whole number"),
+])
+def test_the_median_and_the_slow_count_are_checked_where_present(spec, break_it, message):
+    report = make_report(spec)
+    report["benchmarks"][0]["stats"].update(median=4000.0, slow=10)  # slow = runs: still a valid count
+    check_report(report, spec)
+    break_it(report)
+    with pytest.raises(ReportError, match=message):
+        check_report(report, spec)
+
+
 def test_public_cases_hold_no_seed_and_no_text(spec):
     report = make_report(spec, seed=123457)
     report["benchmarks"][0]["message"] = f"failed on seed {mix_seed(21, 123457)}"
