@@ -1,0 +1,49 @@
+"""tests/gpu/kernel_sass.py, the offline sm_90 compile of one kernel, run for real on the entry's register panel.
+
+No GPU is needed: Triton's NVIDIA backend compiles and its bundled cuobjdump reads the result.  The numbers are
+the installed Triton's (CI's may be newer than the GPU machine's).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,counters:i32", "--const", "ROWS=512",
+         "--const", "NB=32", "--const", "WRITE_T=True", "--const", "FLAGS=True", "--const", "PDL=False",
+         "--warps", "4"]
+
+
+def _run(*args):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "gpu" / "kernel_sass.py"), *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_register_panel_holds_runs_of_four_columns_a_thread(tmp_path):
+    done = _run(*PANEL, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    head, *rest = done.stdout.splitlines()
+    assert head.startswith("_factor_panel (Triton ") and "sm_90, 4 warps" in head
+    registers, stack = (int(head.split(": ")[1].split(" registers")[0]),
+                        int(head.split(" registers, ")[1].split(" bytes")[0]))
+    assert 0 < registers <= 255 and stack <= 256  # the design's budget: a few spilled registers at most
+    # What the reflector loop's column selections rely on (docs/perf.md v39): 4 consecutive columns per thread.
+    assert any("sizePerThread = [1, 4]" in line and "threadsPerWarp = [4, 8]" in line for line in rest), done.stdout
+    loops = [line for line in rest if line.startswith("  loop ")]
+    assert loops and all("SHFL" in line for line in loops)  # the reflector loop, with its exchanges between lanes
+    assert {p.name for p in tmp_path.iterdir()} == {"_factor_panel.sass", "_factor_panel.ptx", "_factor_panel.ttgir"}
+
+
+def test_bad_arguments_are_one_line_errors():
+    done = _run("submission.py", "_factor_panel", "--pointers", "src,Q")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--pointers: Q is not an argument of _factor_panel (src, H," in done.stderr
+    done = _run("submission.py", "_no_such_kernel", "--pointers", "src")
+    assert done.returncode == 2 and "submission.py has no Triton kernel named _no_such_kernel" in done.stderr
+    done = _run(*PANEL[:2], "--pointers", "src", "--const", "ROWS=many")
+    assert done.returncode == 2 and "--const value 'many' is neither an int nor True / False" in done.stderr
+    done = _run(*PANEL[:4], "--const", "ROWS=512")  # NB and the flags not given: Triton cannot compile it
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("kernel_sass.py: _factor_panel did not compile: ")
