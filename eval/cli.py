@@ -26,6 +26,7 @@ from eval.popcorn import PopcornError, PopcornWriter
 from eval.report import (benchmark_entry, build_report, case_label, device_info, file_sha256,
                          format_ns, render_report, score_entry, utc_now, write_json)
 from eval.specs import Spec, SpecError, load_spec
+from eval.timing import SLOW_REPEAT_RATIO
 from eval.upload_rules import upload_refusal
 
 EXIT_OK = 0
@@ -553,7 +554,7 @@ def profile(**options):
 # --------------------------------------------------------------------------------------------
 
 def compare_table(names: list[str], rows: list[list]) -> Table:
-    table = Table(title="compare (mean ± err per call)")
+    table = Table(title=f"compare (mean ± err per call; slow: timed repeats over {SLOW_REPEAT_RATIO:g}× the median)")
     table.add_column("case")
     for name in names:
         table.add_column(name, justify="right")
@@ -561,7 +562,8 @@ def compare_table(names: list[str], rows: list[list]) -> Table:
         cells = []
         for result in results:
             if result.status == "pass" and result.stats is not None:
-                cells.append(f"{format_ns(result.stats.mean)} ± {format_ns(result.stats.err)}")
+                slow = f" [bold yellow]({result.stats.slow} slow)[/]" if result.stats.slow else ""
+                cells.append(f"{format_ns(result.stats.mean)} ± {format_ns(result.stats.err)}{slow}")
             else:
                 cells.append(f"[red]{result.status}[/]")
         table.add_row(case_label(case.as_dict()), *cells)

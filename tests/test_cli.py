@@ -98,6 +98,9 @@ def test_compare_alternates_submissions_and_reports_scores_and_ratios(tmp_path):
     assert summary["mode"] == "compare"
     first, second = summary["submissions"]
     assert first["path"] == geqrf and first["score"]["seconds"] > 0
+    stats = first["benchmarks"][0]["stats"]  # the median and the slow repeats, as in a benchmark report
+    assert stats["slow"] == sum(1 for t in first["benchmarks"][0]["times_ns"] if t > 1.1 * stats["median"] + 0.1)
+    assert (f"({stats['slow']} slow)" in done.stdout) == (stats["slow"] > 0)
     assert f"{geqrf}: score {first['score']['seconds']:.6g} s" in done.stdout
     assert "1.000× the time of" in done.stdout
     assert second["score"]["seconds"] is None
