@@ -58,6 +58,16 @@ and its action on column c is ``P[:, c] -= tau v w[c]`` with ``w[c] = vᵀ P[:, 
 A trivial reflector (``sigma == 0``) has ``tau = 0`` and leaves the column, diagonal included, as it is.
 For the earlier columns c < j, which hold the finished vectors v_c, the same sum is ``w[c] = v_cᵀ v_j``: row j of
 VᵀV comes with the reflector, and T needs no product of V with itself.
+
+A panel's rows in registers.  A block of panel rows is loaded as a [rows, NB] tile and held as [rows, NB // 4, 4]
+(the same registers): 16-byte loads give each thread runs of 4 consecutive columns, and the NB // 4 runs of a row
+lie in consecutive lanes of one warp.  Every reflector needs its column x everywhere: the thread holding column j
+picks it from its run, and the other lanes of the row take it from that lane by one shuffle (``_from_lane``), not
+by a sum over the row's lanes (three shuffles and additions per row at NB = 32).  Triton vectorizes the load, and
+so lays the tile out this way, only where it can prove it aligned (n % 16 == 0 and a 16-byte aligned pointer):
+elsewhere (``SHUFFLE`` off, and under the interpreter) the column is summed over the row as before.  x, and
+the reflector's scalars, are then carried as [rows, NB // 4] and [NB // 4] tensors whose entries along the runs
+are all equal, so that a thread holds one of each per row, as a row vector would.
 """
 
 import os
@@ -155,45 +165,69 @@ def _join(counters, total, PDL: tl.constexpr):
 
 
 @triton.jit
-def _pivot(d, m, j, cols):
-    """``alpha = d[j]`` and ``sigma = m[j]``, the reflector's two scalars, from the diagonal row and folded sums."""
-    alpha = tl.sum(tl.where(cols == j, d, -0.0), axis=0)  # -0.0: see _column
-    sigma = tl.sum(tl.where(cols == j, m, -0.0), axis=0)
-    return alpha, sigma
+def _panel_columns(NB: tl.constexpr):
+    """Column indices of a panel row held as [NB // 4, 4]: runs of 4 consecutive columns, the layout of a
+    16-byte load (a thread holds a run, the runs of one row lie in NB // 4 consecutive lanes)."""
+    return tl.arange(0, NB // 4)[:, None] * 4 + tl.arange(0, 4)[None, :]
 
 
 @triton.jit
-def _reflector(alpha, sigma, d, m):
-    """Reflector j of a panel from ``alpha = x[0]``, ``sigma = |x[1:]|^2``, its diagonal row ``d`` and folded sums
-    ``m`` (see the module docstring).  ``alpha`` and ``sigma`` are scalars, or vectors over the columns whose
-    entries are all equal (then so are the first three results).
+def _from_lane(x, group):
+    """Every entry of x [..., G] replaced by the entry of the same row in column run ``group``: one shuffle.
+    x must be laid out as a panel tile's runs are (its last dimension across G consecutive lanes, one entry a
+    lane: lane = row lane * G + run), i.e. derived from a tile loaded with 16-byte loads, and not loaded itself."""
+    G: tl.constexpr = x.shape[len(x.shape) - 1]
+    source = tl.full(x.shape, 0, tl.int32) + group
+    lanes = tl.full(x.shape, 32 - G, tl.int32)  # lane = (row lane) * G + run: keep the row lane, pick the run
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 l; mov.u32 l, %laneid; and.b32 l, l, $3; or.b32 l, l, $2; shfl.sync.idx.b32 $0, $1, l, 31, -1; }",
+        "=f,f,r,r", [x, source, lanes], dtype=tl.float32, is_pure=True, pack=1)
 
-    Returns ``tau``, ``scale`` (multiplies ``x[1:]`` into ``v[1:]``), the new diagonal entry, and ``w``.
-    """
+
+@triton.jit
+def _pick(X, cols, j, SHUFFLE: tl.constexpr):
+    """Column j of X [..., G, 4] (a block of panel rows, or a row [G, 4]), as [..., G] with every entry equal.
+    The thread holding column j takes it from its run (summed with -0.0, not 0.0, as the neutral element: x +
+    (-0.0) is x exactly, so the compiler drops the run's other three entries when it knows j mod 4); with SHUFFLE
+    the other lanes take it by one shuffle (X laid out as ``_from_lane`` needs), otherwise it is summed over the
+    runs.  Exact either way."""
+    own = tl.sum(tl.where(cols == j, X, -0.0), axis=len(X.shape) - 1)
+    if SHUFFLE:
+        return _from_lane(own, j // 4)
+    else:
+        return tl.broadcast_to(tl.expand_dims(tl.sum(own, axis=len(own.shape) - 1), len(own.shape) - 1), own.shape)
+
+
+@triton.jit
+def _panel_reflector(d, m, j, cols, SHUFFLE: tl.constexpr):
+    """Reflector j from the diagonal row d and folded sums m ([G, 4] each; alpha = d[j], sigma = m[j]): tau,
+    scale and diagonal as [G] vectors of equal entries, and w = d + m scale."""
+    tau, scale, diagonal = _reflector(_pick(d, cols, j, SHUFFLE), _pick(m, cols, j, SHUFFLE))
+    return tau, scale, diagonal, d + m * scale[:, None]
+
+
+@triton.jit
+def _reflector(alpha, sigma):
+    """Reflector j of a panel from ``alpha = x[0]`` and ``sigma = |x[1:]|^2`` (see the module docstring), scalars
+    or vectors whose entries are all equal.  Returns ``tau``, ``scale`` (multiplies ``x[1:]`` into ``v[1:]``, and
+    the folded sums m into w = d + m scale) and the new diagonal entry, shaped as alpha."""
     trivial = sigma == 0.0
     norm = tl.sqrt(alpha * alpha + sigma)
     beta = tl.where(alpha >= 0.0, -norm, norm)
     tau = tl.where(trivial, 0.0, (beta - alpha) / tl.where(trivial, 1.0, beta))
     scale = 1.0 / tl.where(trivial, 1.0, alpha - beta)
     diagonal = tl.where(trivial, alpha, beta)
-    w = d + m * scale
-    return tau, scale, diagonal, w
-
-
-@triton.jit
-def _column(P, cols, j):
-    """Column j of a block of panel rows (summed with -0.0, not 0.0, as the neutral element: x + (-0.0) is x
-    exactly, so the compiler can drop the additions of columns known not to be j)."""
-    return tl.sum(tl.where(cols[None, :] == j, P, -0.0), axis=1)
+    return tau, scale, diagonal
 
 
 @triton.jit
 def _fold_sums(P, x, rows, cols, j):
     """The diagonal row ``d = P[j, :]`` and folded sums ``m[c] = sum_{r>j} x[r] P[r, c]`` of a block of panel
-    rows (``rows`` are the block's panel-row indices, ``x`` its column j); partial sums when the block is part
-    of the panel.  Both come from one reduction: one exchange between the warps per reflector, not two."""
-    d_terms = tl.where(rows[:, None] == j, P, 0.0)
-    m_terms = tl.where(rows > j, x, 0.0)[:, None] * P
+    rows P [R, G, 4] (``rows`` [R] are the block's panel-row indices, ``x`` [R, G] its column j); partial sums
+    when the block is part of the panel.  Both come from one reduction: one exchange between the warps per
+    reflector, not two."""
+    d_terms = tl.where(rows[:, None, None] == j, P, 0.0)
+    m_terms = tl.where(rows[:, None] > j, x, 0.0)[:, :, None] * P
     if _INTERPRETED:  # the interpreter runs a reduction's own combine function in Python, element by element
         return tl.sum(d_terms, axis=0), tl.sum(m_terms, axis=0)
     else:
@@ -207,13 +241,14 @@ def _add_pairs(d0, m0, d1, m1):
 
 @triton.jit
 def _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w):
-    """Apply reflector j to a block of panel rows (``x`` its column j): column j becomes (diagonal, v[1:]),
-    columns c > j lose ``tau v w[c]``; columns c < j (earlier reflectors, R) are untouched."""
-    below = rows > j
-    v = tl.where(below, x * scale, tl.where(rows == j, 1.0, 0.0))
-    updated = P - tau * v[:, None] * tl.where(cols > j, w, 0.0)[None, :]
-    column_j = tl.where(below, x * scale, tl.where(rows == j, diagonal, x))
-    return tl.where(cols[None, :] == j, column_j[:, None], updated)
+    """Apply reflector j to a block of panel rows P [R, G, 4] (``x`` [R, G] its column j): column j becomes
+    (diagonal, v[1:]), columns c > j lose ``tau v w[c]``; columns c < j (earlier reflectors, R) are untouched."""
+    r = rows[:, None]
+    below = r > j
+    v = tl.where(below, x * scale, tl.where(r == j, 1.0, 0.0))
+    updated = P - (tau * v)[:, :, None] * tl.where(cols > j, w, 0.0)[None, :, :]
+    column_j = tl.where(below, x * scale, tl.where(r == j, diagonal, x))
+    return tl.where(cols[None, :, :] == j, column_j[:, :, None], updated)
 
 
 @triton.jit
@@ -224,27 +259,32 @@ def _unit_lower(P, rows, cols, inside):
 
 
 @triton.jit
-def _T_column(T, g, tau, j, cols):
-    """Column j of T of the compact WY form, given its columns before j: T[j, j] = tau_j and
-    T[:j, j] = -tau_j T[:j, :j] g[:j], with g[c] = v_cᵀ v_j = (VᵀV)[c, j] (entries c >= j of g are ignored)."""
-    t_col = -tau * tl.sum(T * tl.where(cols < j, g, 0.0)[None, :], axis=1)
-    t_col = tl.where(cols == j, tau, tl.where(cols < j, t_col, 0.0))
-    return tl.where(cols[None, :] == j, t_col[:, None], T)
+def _T_column(T, g, tau, j, t_rows, cols):
+    """Column j of T [NB, G, 4] (row t_rows[i], column cols[g, e]) of the compact WY form, given its columns
+    before j: T[j, j] = tau_j and T[:j, j] = -tau_j T[:j, :j] g[:j], with g [G, 4] holding
+    g[c] = v_cᵀ v_j = (VᵀV)[c, j] (entries c >= j are ignored) and tau [G] equal entries."""
+    s = tl.sum(tl.sum(T * tl.where(cols < j, g, 0.0)[None, :, :], axis=2), axis=1)
+    r = t_rows[:, None, None]
+    t_col = tl.where(r == j, tau[None, :, None], tl.where(r < j, -tau[None, :, None] * s[:, None, None], 0.0))
+    return tl.where(cols[None, :, :] == j, t_col, T)
 
 
 @triton.jit
-def _store_T(T_out, b, lower, taus, cols, NB: tl.constexpr):
-    """T of the compact WY form from ``lower``, the strictly lower triangle of VᵀV (row j holds (VᵀV)[j, :j])."""
-    T = tl.zeros([NB, NB], dtype=tl.float32)
+def _store_T(T_out, b, lower, taus, t_rows, cols):
+    """T of the compact WY form from ``lower`` [NB, G, 4], the strictly lower triangle of VᵀV (row j holds
+    (VᵀV)[j, :j]), and the taus [G, 4]."""
+    NB: tl.constexpr = lower.shape[0]
+    T = tl.zeros(lower.shape, dtype=tl.float32)
     for j in range(0, NB):
-        g = tl.sum(tl.where(cols[:, None] == j, lower, 0.0), axis=0)
-        T = _T_column(T, g, tl.sum(tl.where(cols == j, taus, 0.0), axis=0), j, cols)
-    tl.store(T_out + b * NB * NB + cols[:, None] * NB + cols[None, :], T)
+        g = tl.sum(tl.where(t_rows[:, None, None] == j, lower, 0.0), axis=0)
+        T = _T_column(T, g, _pick(taus, cols, j, False), j, t_rows, cols)
+    tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
 
 
 @triton.jit
 def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
-                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
+                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, SHUFFLE: tl.constexpr,
+                  FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
     rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T, the
     T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per reflector (see ``_reflector``)."""
@@ -252,31 +292,32 @@ def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
     b = tl.program_id(0).to(tl.int64)
     _await(counters, b, wait, FLAGS)
     rows = tl.arange(0, ROWS)
-    cols = tl.arange(0, NB)
+    cols = _panel_columns(NB)
     n_cols = tl.minimum(n - k0, NB)
-    inside = (rows[:, None] < n - k0) & (cols[None, :] < n_cols)
-    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
-    P = tl.load(src + offsets, mask=inside, other=0.0)
-    taus = tl.zeros([NB], dtype=tl.float32)
-    T = tl.zeros([NB, NB], dtype=tl.float32)
-    # Each thread holds its rows' columns in runs of 4 consecutive ones (16-byte loads), so with the loop unrolled by
-    # 4 the compiler knows which of a thread's 4 column registers can be column j: it drops the selections of the
-    # other three (docs/perf.md v39).
+    flat = tl.arange(0, NB)
+    inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
+    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+    P = tl.reshape(tl.load(src + offsets, mask=inside, other=0.0), [ROWS, NB // 4, 4])  # runs of 4 columns
+    taus = tl.zeros(cols.shape, dtype=tl.float32)
+    t_rows = tl.arange(0, NB)
+    T = tl.zeros([NB, NB // 4, 4], dtype=tl.float32)  # T[i, g, e] = T[i, 4 g + e]
+    # With the loop unrolled by 4 the compiler knows which of a thread's 4 column registers can be column j: it
+    # drops the selections of the other three (docs/perf.md v39).
     for j0 in range(0, n_cols, 4):
         for s in tl.static_range(4):
             j = j0 + s
             if j < n_cols:
-                x = _column(P, cols, j)
+                x = _pick(P, cols[None, :, :], j, SHUFFLE)
                 d, m = _fold_sums(P, x, rows, cols, j)
-                tau, scale, diagonal, w = _reflector(*_pivot(d, m, j, cols), d, m)
+                tau, scale, diagonal, w = _panel_reflector(d, m, j, cols, SHUFFLE)
                 P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
-                taus = tl.where(cols == j, tau, taus)
+                taus = tl.where(cols == j, tau[:, None], taus)
                 if WRITE_T:
-                    T = _T_column(T, w, tau, j, cols)
-    tl.store(H + offsets, P, mask=inside)
+                    T = _T_column(T, w, tau, j, t_rows, cols)
+    tl.store(H + offsets, tl.reshape(P, [ROWS, NB]), mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
-        tl.store(T_out + b * NB * NB + cols[:, None] * NB + cols[None, :], T)
+        tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
     _signal(counters, b, FLAGS)
 
 
@@ -301,7 +342,8 @@ def _factor_small_matrix(src, H, tau_out, n, N: tl.constexpr):
         d = tl.sum(tl.where(rows[:, None] == j, P, -0.0), axis=0)
         m = tl.sum(tl.where(below, X * P, -0.0), axis=0)
         at_j = tl.full([N], j, tl.int32)
-        tau, scale, diagonal, w = _reflector(tl.gather(d, at_j, axis=0), tl.gather(m, at_j, axis=0), d, m)
+        tau, scale, diagonal = _reflector(tl.gather(d, at_j, axis=0), tl.gather(m, at_j, axis=0))
+        w = d + m * scale
         v = tl.where(below, X * scale[None, :], 1.0)  # v[j] = 1; rows above j are left as they are
         updated = P - v * (tau * tl.where(cols > j, w, 0.0))[None, :]  # the columns right of j
         column_j = tl.where(below, X * scale[None, :], diagonal[None, :])  # column j becomes (R[j, j], v[1:])
@@ -313,7 +355,7 @@ def _factor_small_matrix(src, H, tau_out, n, N: tl.constexpr):
 
 @triton.jit
 def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.constexpr, SLICE: tl.constexpr,
-                         PDL: tl.constexpr):
+                         SHUFFLE: tl.constexpr, PDL: tl.constexpr):
     """Step j of a tall panel H[b, k0:, k0:k0+NB] whose rows are split in slices of SLICE rows over the
     programs (b, p) of one launch, read from ``src`` (the input in steps 0 and 1 of the first panel, else H
     itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every program reads the
@@ -327,10 +369,11 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
     b = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
     rows = p * SLICE + tl.arange(0, SLICE)
-    cols = tl.arange(0, NB)
-    inside = (rows[:, None] < n - k0) & (cols[None, :] < NB)
-    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + cols[None, :])
-    P = tl.load(src + offsets, mask=inside, other=0.0)
+    cols = _panel_columns(NB)
+    flat = tl.arange(0, NB)
+    inside = (rows[:, None] < n - k0) & (flat[None, :] < NB)
+    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+    P = tl.reshape(tl.load(src + offsets, mask=inside, other=0.0), [SLICE, NB // 4, 4])
     slot = sums + b * 3 * 2 * NB
     if p == 0:
         tl.store(slot + ((step + 1) % 3) * 2 * NB + tl.arange(0, 2 * NB), tl.zeros([2 * NB], dtype=tl.float32))
@@ -338,14 +381,14 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
         previous = slot + ((step + 2) % 3) * 2 * NB
         d = tl.load(previous + cols)
         m = tl.load(previous + NB + cols)
-        tau, scale, diagonal, w = _reflector(*_pivot(d, m, j - 1, cols), d, m)
-        P = _reflect_rows(P, _column(P, cols, j - 1), rows, cols, j - 1, tau, scale, diagonal, w)
-        tl.store(H + offsets, P, mask=inside)
+        tau, scale, diagonal, w = _panel_reflector(d, m, j - 1, cols, False)  # d, m loaded: not in P's lanes
+        P = _reflect_rows(P, _pick(P, cols[None, :, :], j - 1, SHUFFLE), rows, cols, j - 1, tau, scale, diagonal, w)
+        tl.store(H + offsets, tl.reshape(P, [SLICE, NB]), mask=inside)
         if p == 0:
-            tl.store(tau_out + b * n + k0 + j - 1, tau)
+            tl.store(tau_out + b * n + k0 + cols, tl.broadcast_to(tau[:, None], cols.shape), mask=cols == j - 1)
             tl.store(grams + (b * NB + j - 1) * NB + cols, tl.where(cols < j - 1, w, 0.0))
     if j < NB:
-        d_part, m_part = _fold_sums(P, _column(P, cols, j), rows, cols, j)
+        d_part, m_part = _fold_sums(P, _pick(P, cols[None, :, :], j, SHUFFLE), rows, cols, j)
         current = slot + (step % 3) * 2 * NB
         tl.atomic_add(current + cols, d_part, sem="relaxed")
         tl.atomic_add(current + NB + cols, m_part, sem="relaxed")
@@ -419,8 +462,10 @@ def _W_part(W_parts, b, c, slots, n, vc, cols):
 def _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB: tl.constexpr):
     """T of the split panel at k0 of matrix b, from its taus and the strictly lower triangle of its Gram
     matrix VᵀV (``grams`` [batch, NB, NB]); a register panel writes its T itself."""
-    lower = tl.load(grams + (b * NB + vc[:, None]) * NB + vc[None, :])
-    _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + vc), vc, NB)
+    t_rows = tl.arange(0, NB)
+    cols = _panel_columns(NB)
+    lower = tl.load(grams + (b * NB + t_rows[:, None, None]) * NB + cols[None, :, :])
+    _store_T(T_out, b, lower, tl.load(tau_in + b * n + k0 + cols), t_rows, cols)
 
 
 @triton.jit
@@ -568,6 +613,11 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
     nb = panel_width
 
+    def shuffle(src: torch.Tensor) -> bool:
+        """Whether a panel's loads from src are 16 bytes wide, so that a thread holds runs of 4 columns and a row's
+        runs lie in consecutive lanes (Triton vectorizes a load it can prove aligned: the pointer and n)."""
+        return dev.type == "cuda" and n % 16 == 0 and src.data_ptr() % 16 == 0
+
     def rows(k0: int) -> int:  # rows of the register tile of the panel at k0
         return max(16, _next_power_of_2(n - k0))
 
@@ -610,13 +660,14 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
             for j in range(nb + 1):
                 launch(_reflect_split_panel, (batch, slices),  # step 0 only reads; step 1 writes H first
                        src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
-                       num_warps=warps, **pdl)
+                       SHUFFLE=shuffle(src if j <= 1 else H), num_warps=warps, **pdl)
                 step += 1
         else:
             tile_rows = rows(k0)
             options, sync = order(1, panel_launch)
             launch(_factor_panel, (batch,), src, H, tau, T_k, n, k0, *sync, ROWS=tile_rows, NB=nb,
-                   WRITE_T=k0 + nb < n, num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **options)
+                   WRITE_T=k0 + nb < n, SHUFFLE=shuffle(src), num_warps=_panel_warps(tile_rows, nb, floats_per_thread),
+                   **options)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,counters:i32", "--const", "ROWS=512",
-         "--const", "NB=32", "--const", "WRITE_T=True", "--const", "FLAGS=True", "--const", "PDL=False",
+         "--const", "NB=32", "--const", "WRITE_T=True", "--const", "SHUFFLE=True", "--const", "FLAGS=True", "--const", "PDL=False",
          "--warps", "4"]
 
 
@@ -21,7 +21,7 @@ def _run(*args):
                           env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_the_register_panel_holds_runs_of_four_columns_a_thread(tmp_path):
+def test_the_register_panel_holds_runs_of_four_columns_a_thread_and_shuffles_a_column_from_its_lane(tmp_path):
     done = _run(*PANEL, "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     head, *rest = done.stdout.splitlines()
@@ -29,8 +29,12 @@ def test_the_register_panel_holds_runs_of_four_columns_a_thread(tmp_path):
     registers, stack = (int(head.split(": ")[1].split(" registers")[0]),
                         int(head.split(" registers, ")[1].split(" bytes")[0]))
     assert 0 < registers <= 255 and stack <= 256  # the design's budget: a few spilled registers at most
-    # What the reflector loop's column selections rely on (docs/perf.md v39): 4 consecutive columns per thread.
+    # What the reflector loop relies on: 4 consecutive columns per thread (its column selections, docs/perf.md
+    # v39), the panel held as [rows, 8, 4] with a row's 8 runs in 8 consecutive lanes (_from_lane's shuffle).
     assert any("sizePerThread = [1, 4]" in line and "threadsPerWarp = [4, 8]" in line for line in rest), done.stdout
+    assert any("sizePerThread = [1, 1, 4]" in line and "threadsPerWarp = [4, 8, 1]" in line
+               and "order = [2, 1, 0]" in line for line in rest), done.stdout
+    assert "shfl.sync.idx.b32" in (tmp_path / "_factor_panel.ptx").read_text()
     loops = [line for line in rest if line.startswith("  loop ")]
     assert loops and all("SHFL" in line for line in loops)  # the reflector loop, with its exchanges between lanes
     assert {p.name for p in tmp_path.iterdir()} == {"_factor_panel.sass", "_factor_panel.ptx", "_factor_panel.ttgir"}
