@@ -63,11 +63,12 @@ A panel's rows in registers.  A block of panel rows is loaded as a [rows, NB] ti
 (the same registers): 16-byte loads give each thread runs of 4 consecutive columns, and the NB // 4 runs of a row
 lie in consecutive lanes of one warp.  Every reflector needs its column x everywhere: the thread holding column j
 picks it from its run, and the other lanes of the row take it from that lane by one shuffle (``_from_lane``), not
-by a sum over the row's lanes (three shuffles and additions per row at NB = 32).  Triton vectorizes the load, and
-so lays the tile out this way, only where it can prove it aligned (n % 16 == 0 and a 16-byte aligned pointer):
-elsewhere (``SHUFFLE`` off, and under the interpreter) the column is summed over the row as before.  x, and
-the reflector's scalars, are then carried as [rows, NB // 4] and [NB // 4] tensors whose entries along the runs
-are all equal, so that a thread holds one of each per row, as a row vector would.
+by a sum over the row's lanes (three shuffles and additions per row at NB = 32).  Triton lays the tile out this
+way only for a load it knows 16-byte aligned: the host passes ``SHUFFLE`` where it is (n % 16 == 0 and an aligned
+pointer) and the kernel marks the tile's pointers so (``_panel_tile``); elsewhere (and under the interpreter) the
+column is summed over the row's lanes.  x, and the reflector's scalars, are then carried as [rows, NB // 4] and
+[NB // 4] tensors whose entries along the runs are all equal, so that a thread holds one of each per row, as a row
+vector would.
 """
 
 import os
@@ -169,6 +170,18 @@ def _panel_columns(NB: tl.constexpr):
     """Column indices of a panel row held as [NB // 4, 4]: runs of 4 consecutive columns, the layout of a
     16-byte load (a thread holds a run, the runs of one row lie in NB // 4 consecutive lanes)."""
     return tl.arange(0, NB // 4)[:, None] * 4 + tl.arange(0, 4)[None, :]
+
+
+@triton.jit
+def _panel_tile(base, offsets, SHUFFLE: tl.constexpr):
+    """Pointers ``base + offsets`` of a [rows, NB] tile of panel rows.  With SHUFFLE (n % 16 == 0, base 16-byte
+    aligned) they are marked as such: every row's runs of 4 columns start on 16 bytes, so that Triton loads the
+    tile 16 bytes at a time, and lays it out as ``_from_lane`` needs, whatever it proved of the arguments itself
+    (it compiles to the same code where it proved it)."""
+    pointers = base + offsets
+    if SHUFFLE:
+        pointers = tl.max_contiguous(tl.multiple_of(pointers, [16, 16]), [1, 4])
+    return pointers
 
 
 @triton.jit
@@ -297,7 +310,7 @@ def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
     flat = tl.arange(0, NB)
     inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
     offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
-    P = tl.reshape(tl.load(src + offsets, mask=inside, other=0.0), [ROWS, NB // 4, 4])  # runs of 4 columns
+    P = tl.reshape(tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0), [ROWS, NB // 4, 4])
     taus = tl.zeros(cols.shape, dtype=tl.float32)
     t_rows = tl.arange(0, NB)
     T = tl.zeros([NB, NB // 4, 4], dtype=tl.float32)  # T[i, g, e] = T[i, 4 g + e]
@@ -314,7 +327,7 @@ def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
                 taus = tl.where(cols == j, tau[:, None], taus)
                 if WRITE_T:
                     T = _T_column(T, w, tau, j, t_rows, cols)
-    tl.store(H + offsets, tl.reshape(P, [ROWS, NB]), mask=inside)
+    tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [ROWS, NB]), mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
         tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
@@ -373,7 +386,7 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
     flat = tl.arange(0, NB)
     inside = (rows[:, None] < n - k0) & (flat[None, :] < NB)
     offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
-    P = tl.reshape(tl.load(src + offsets, mask=inside, other=0.0), [SLICE, NB // 4, 4])
+    P = tl.reshape(tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0), [SLICE, NB // 4, 4])
     slot = sums + b * 3 * 2 * NB
     if p == 0:
         tl.store(slot + ((step + 1) % 3) * 2 * NB + tl.arange(0, 2 * NB), tl.zeros([2 * NB], dtype=tl.float32))
@@ -383,7 +396,7 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
         m = tl.load(previous + NB + cols)
         tau, scale, diagonal, w = _panel_reflector(d, m, j - 1, cols, False)  # d, m loaded: not in P's lanes
         P = _reflect_rows(P, _pick(P, cols[None, :, :], j - 1, SHUFFLE), rows, cols, j - 1, tau, scale, diagonal, w)
-        tl.store(H + offsets, tl.reshape(P, [SLICE, NB]), mask=inside)
+        tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [SLICE, NB]), mask=inside)
         if p == 0:
             tl.store(tau_out + b * n + k0 + cols, tl.broadcast_to(tau[:, None], cols.shape), mask=cols == j - 1)
             tl.store(grams + (b * NB + j - 1) * NB + cols, tl.where(cols < j - 1, w, 0.0))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,counters:i32", "--const", "ROWS=512",
-         "--const", "NB=32", "--const", "WRITE_T=True", "--const", "SHUFFLE=True", "--const", "FLAGS=True", "--const", "PDL=False",
-         "--warps", "4"]
+         "--const", "NB=32", "--const", "WRITE_T=True", "--const", "SHUFFLE=True", "--const", "FLAGS=True",
+         "--const", "PDL=False", "--warps", "4"]
 
 
 def _run(*args):
@@ -38,6 +38,26 @@ def test_the_register_panel_holds_runs_of_four_columns_a_thread_and_shuffles_a_c
     loops = [line for line in rest if line.startswith("  loop ")]
     assert loops and all("SHFL" in line for line in loops)  # the reflector loop, with its exchanges between lanes
     assert {p.name for p in tmp_path.iterdir()} == {"_factor_panel.sass", "_factor_panel.ptx", "_factor_panel.ttgir"}
+
+
+def test_the_shuffle_layout_follows_from_SHUFFLE_alone():
+    # SHUFFLE marks the panel's pointers 16-byte aligned: even where Triton proved nothing of the arguments (n, the
+    # pointers and k0 not specialized) the tile is loaded 16 bytes at a time (the [1, 4] layout of the [rows, NB]
+    # load) and held as _from_lane needs; without SHUFFLE, and unproven, it is not (its column is summed there).
+    def layouts(shuffle):
+        args = [arg if arg != "SHUFFLE=True" else f"SHUFFLE={shuffle}" for arg in PANEL]
+        done = _run(*args, "--unaligned", "n,src,H,k0")
+        assert done.returncode == 0, done.stderr
+        return [line for line in done.stdout.splitlines() if line.startswith("  layout ")]
+
+    def loaded_16_bytes_at_a_time(lines):
+        return any("sizePerThread = [1, 4]" in line and "threadsPerWarp = [4, 8]" in line for line in lines)
+
+    marked = layouts(True)
+    assert loaded_16_bytes_at_a_time(marked), marked
+    assert any("sizePerThread = [1, 1, 4]" in line and "threadsPerWarp = [4, 8, 1]" in line
+               and "order = [2, 1, 0]" in line for line in marked), marked
+    assert not loaded_16_bytes_at_a_time(layouts(False))
 
 
 def test_bad_arguments_are_one_line_errors():
