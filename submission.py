@@ -627,8 +627,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     nb = panel_width
 
     def shuffle(src: torch.Tensor) -> bool:
-        """Whether a panel's loads from src are 16 bytes wide, so that a thread holds runs of 4 columns and a row's
-        runs lie in consecutive lanes (Triton vectorizes a load it can prove aligned: the pointer and n)."""
+        """Whether every row of a panel read from src starts on 16 bytes (n % 16 == 0, src aligned), so that the
+        kernel may load its tile 16 bytes at a time and take each column by a shuffle (``_panel_tile``)."""
         return dev.type == "cuda" and n % 16 == 0 and src.data_ptr() % 16 == 0
 
     def rows(k0: int) -> int:  # rows of the register tile of the panel at k0

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from eval.popcorn import PopcornError, PopcornWriter
 from eval.report import (benchmark_entry, build_report, case_label, device_info, file_sha256,
-                         format_ns, render_report, score_entry, utc_now, write_json)
+                         format_ns, render_report, score_entry, slow_text, utc_now, write_json)
 from eval.specs import Spec, SpecError, load_spec
 from eval.timing import SLOW_REPEAT_RATIO
 from eval.upload_rules import upload_refusal
@@ -562,8 +562,8 @@ def compare_table(names: list[str], rows: list[list]) -> Table:
         cells = []
         for result in results:
             if result.status == "pass" and result.stats is not None:
-                slow = f" [bold yellow]({result.stats.slow} slow)[/]" if result.stats.slow else ""
-                cells.append(f"{format_ns(result.stats.mean)} ± {format_ns(result.stats.err)}{slow}")
+                cells.append(f"{format_ns(result.stats.mean)} ± {format_ns(result.stats.err)}"
+                             f"{slow_text(result.stats.slow)}")
             else:
                 cells.append(f"[red]{result.status}[/]")
         table.add_row(case_label(case.as_dict()), *cells)

@@ -211,7 +211,12 @@ def _median_text(stats: dict | None) -> str:
     if not stats or stats.get("median") is None:
         return "—"
     slow = stats.get("slow") or 0
-    return format_ns(stats["median"]) + (f" [bold yellow]({slow} slow)[/]" if slow else "")
+    return format_ns(stats["median"]) + slow_text(slow)
+
+
+def slow_text(slow: int) -> str:
+    """The mark of a case with slow repeats (over SLOW_REPEAT_RATIO × the median) beside its time; "" if none."""
+    return f" [bold yellow]({slow} slow)[/]" if slow else ""
 
 
 def _contest_text(entry: dict) -> str:

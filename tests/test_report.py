@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from conftest import FIXTURES, run_eval
-from eval.report import render_report
+from eval.report import _stats_dict, render_report
 from eval.score import gflops
 from eval.specs import mix_seed
 from eval import timing
@@ -172,9 +172,7 @@ def test_slow_repeats_show_beside_the_median_and_under_the_table():
     stats = timing.compute_stats(times)
     report = _report_with("pass", 0.01)
     report["mode"] = "benchmark"
-    report["benchmarks"] = [dict(report["tests"][0], flags=[], stats={
-        "runs": stats.runs, "mean": stats.mean, "std": stats.std, "err": stats.err, "best": stats.best,
-        "worst": stats.worst, "median": stats.median, "slow": stats.slow})]
+    report["benchmarks"] = [dict(report["tests"][0], flags=[], stats=_stats_dict(stats))]
     report["score"] = {"passed": True, "seconds": stats.mean / 1e9, "us": stats.mean / 1e3}
     console = Console(record=True, width=250, color_system=None)
     render_report(report, console)

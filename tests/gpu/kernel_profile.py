@@ -12,7 +12,6 @@ time is its own, as Nsight Compute reports it.
 
 import argparse
 import collections
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -22,15 +21,9 @@ from torch.profiler import ProfilerActivity, profile
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import reference  # noqa: E402
+from kernel_bench import load_module  # noqa: E402  (this script's folder is on the path)
 
 SHAPES = [(640, 512), (60, 1024), (8, 2048), (2, 4096), (40, 352), (40, 176), (20, 32)]  # (batch, n)
-
-
-def load(path: str):
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def per_call_ms(fn, A, repeats: int = 10) -> float:
@@ -53,10 +46,14 @@ def main() -> None:
     parser.add_argument("--serial", action="store_true", help="profile with programmatic dependent launch off")
     parser.add_argument("--shapes", help="batch:n pairs, comma-separated (default: the large benchmark shapes)")
     args = parser.parse_args()
-    shapes = SHAPES if args.shapes is None else [tuple(int(x) for x in pair.split(":")) for pair in
-                                                 args.shapes.split(",")]
+    shapes = SHAPES
+    if args.shapes is not None:
+        try:
+            shapes = [(int(batch), int(n)) for batch, n in (pair.split(":") for pair in args.shapes.split(","))]
+        except ValueError:
+            parser.error(f"--shapes: expected batch:n pairs separated by commas, got {args.shapes!r}")
     for path in args.entries:
-        entry = load(path)
+        entry = load_module(path)
         print(f"== {path}" + (" (PDL off while profiled)" if args.serial else ""))
         for batch, n in shapes:
             A = reference.generate_input(batch, n, 2, 1, "dense", device="cuda")
