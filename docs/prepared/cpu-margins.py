@@ -1,0 +1,76 @@
+"""CPU (the Triton interpreter): entries side by side on the blocked path, for docs/perf.md "v62".
+
+    python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick]
+
+For each configuration (n, panel width, register rows; tf32 parts below n = 128, bf16 parts above, register and
+split panels, both update orders) and case kind, every entry factors the same input through its
+``_factor_blocked`` and the contest's checks give its two margins (fractions of the gates).  Each line also says
+whether the entries gave the same bits as the first, and how many launches had v60's LAG / BESIDE options.
+Exit status 1 if any check fails.  --quick: three case kinds instead of all.
+"""
+
+import argparse
+import collections
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
+import reference  # noqa: E402
+import torch  # noqa: E402
+from kernel_bench import load_module  # noqa: E402
+
+# (n, panel width, register rows, look-ahead)
+CONFIGS = [(64, 16, 64, False), (100, 16, 32, True), (127, 32, 128, True), (130, 16, 32, True),
+           (144, 16, 256, False), (160, 32, 64, True)]
+
+
+def run(entry, A, width: int, register_rows: int, look_ahead: bool):
+    """(H, tau, launches with LAG / BESIDE) of one blocked factorization."""
+    H, tau = entry._outputs(A)
+    counts = collections.Counter()
+
+    def launch(kernel, grid, *args, **options):
+        if options.get("LAG"):
+            counts[f"LAG {options['LAG']}"] += 1
+        if options.get("BESIDE"):
+            counts["BESIDE"] += 1
+        entry._launch_plainly(kernel, grid, *args, **options)
+
+    entry._factor_blocked(A, H, tau, panel_width=width, max_register_rows=register_rows, update_programs=64,
+                          products_cols=64, look_ahead=look_ahead, launch=launch)
+    return H, tau, dict(counts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("entries", nargs="+")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    entries = {Path(path).name: load_module(path) for path in args.entries}
+    cases = ("rowscale", "clustered", "mixed") if args.quick else reference.CASES
+    failed, worst = False, collections.defaultdict(float)
+    for n, width, register_rows, look_ahead in CONFIGS:
+        for case in cases:
+            A = reference.generate_input(2, n, 3, 7, case)
+            config = f"n{n} nb{width} rows{register_rows} {'ahead' if look_ahead else 'plain'}"
+            line, first = f"{config:24s} {case:13s}", None
+            for name, entry in entries.items():
+                H, tau, counts = run(entry, A, width, register_rows, look_ahead)
+                result = reference.check_details(A, (H, tau))
+                failed |= not result.ok
+                worst[name] = max(worst[name], result.factor_margin, result.orth_margin)
+                same = "" if first is None else (" same" if torch.equal(first[0], H) and torch.equal(first[1], tau)
+                                                 else " differs")
+                first = first or (H, tau)
+                line += (f" | {name} f {result.factor_margin:.4f} o {result.orth_margin:.4f}"
+                         f"{'' if result.ok else ' FAIL'}{same}{' ' + str(counts) if counts else ''}")
+            print(line, flush=True)
+    print("worst margin:", ", ".join(f"{name} {value:.4f}" for name, value in worst.items()))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
