@@ -918,5 +918,10 @@ def custom_kernel(A: torch.Tensor):
         if key not in _prepared:
             _prepared[key] = _GraphedQR(A) if _graphed(A) else _DirectQR(A)
         return _prepared[key](A)
+    except BaseException:
+        # A call cut short (an interrupt between two launches, an error) may leave its chain half launched, its
+        # counters short of the join that clears them: the next call with this key prepares a fresh chain.
+        _prepared.pop(key, None)
+        raise
     finally:
         _token.append(True)

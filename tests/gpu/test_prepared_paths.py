@@ -4,7 +4,8 @@ On a GPU, ``custom_kernel`` keeps one prepared chain per (batch, n, device, alig
 (``_GraphedQR``) or launches made straight from the recorded compiled kernels (``_DirectQR``).  Each is checked
 against the same kernels launched through Triton's own path (``_factor``), on several inputs of one shape, on an
 input whose data is not 16-byte aligned, and for a fresh output every call with the input left untouched; and
-calls from several host threads at once never share a chain (a call finding another one running is refused).
+calls from several host threads at once never share a chain (a call finding another one running is refused);
+a call cut short between launches leaves no chain behind.
 """
 
 import importlib.util
@@ -72,6 +73,28 @@ def test_a_call_while_another_runs_is_refused():
     finally:
         sub._token.append(True)
     assert reference.check_implementation(A, sub.custom_kernel(A))[0]
+
+
+def test_a_call_cut_short_between_launches_is_not_replayed():
+    # b30 n600 runs with flags: a call interrupted between two launches leaves its chain's counters short of the
+    # join that clears them.  The entry drops that chain; the next call prepares a fresh one and is right.
+    A = reference.generate_input(30, 600, 2, 7, "dense", device="cuda")
+    H, tau = sub.custom_kernel(A)
+    key = (30, 600, A.device, True)
+    chain = sub._prepared[key]
+    half = len(chain.records) // 2
+    _, arguments, own = chain.records[half]
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    chain.records[half] = (interrupted, arguments, own)
+    with pytest.raises(KeyboardInterrupt):
+        sub.custom_kernel(A)
+    assert key not in sub._prepared
+    H2, tau2 = sub.custom_kernel(A)
+    assert sub._prepared[key] is not chain
+    assert torch.equal(H2, H) and torch.equal(tau2, tau)
 
 
 def test_calls_from_several_threads_never_share_a_chain():
