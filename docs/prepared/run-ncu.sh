@@ -7,11 +7,7 @@
 # keeps; the kernels and their shapes are the same in every call); the profiler serialises the launches (no
 # overlap, so flags wait for nothing) and replays each once per section group, restoring memory between passes.
 set -u
-V=/tmp/v62
-mkdir -p "$V"
-cp submission.py "$V/head.py"
-{ git apply docs/prepared/v62.diff 2>/dev/null || patch -p1 --quiet < docs/prepared/v62.diff; } && cp submission.py "$V/v62.py"
-git checkout -q submission.py tests 2>/dev/null
+source docs/prepared/prepare-v62.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 SECTIONS="--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats"
 SECTIONS="$SECTIONS --section WarpStateStats --section MemoryWorkloadAnalysis"

@@ -6,12 +6,7 @@
 # entries under /tmp/v62.  Each step has its own time limit and writes its log under $OUT, so a step cut short
 # loses only itself; the most important come first (at most 470 s of limits).
 set -u
-V=/tmp/v62
-mkdir -p "$V"
-cp submission.py "$V/head.py"
-{ git apply docs/prepared/v62.diff 2>/dev/null || patch -p1 --quiet < docs/prepared/v62.diff; } && cp submission.py "$V/v62.py"
-cmp -s "$V/head.py" "$V/v62.py" && { echo "the patch did not apply"; exit 1; }
-cp "$V/v62.py" "$V/v60.py" && patch --quiet "$V/v60.py" < docs/prepared/v60-on-v62.diff
+source docs/prepared/prepare-v62.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 # 1. The 12 benchmark cases, the committed entry against v62 (medians of 35 calls each;
 #    every output checked first).
