@@ -26,12 +26,14 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      whole update, the next panel, its ``_panel_products``: three passes, but shorter launches on the
      critical path).  A large input's one products launch (the first panel's) takes tiles of
      PRODUCTS_TILE_COLS columns (V is read once per tile: wider tiles read it less often).  The two large
-     products run on bf16 tensor cores, error-compensated (``_dot_bf16x3``: each float32 operand split into a
-     bf16 high and a bf16 low part, the three significant cross products summed in float32): each product is
-     then exact to 3·2⁻¹⁶ of |a||b| instead of float32's 2⁻²⁴, at half the tensor-core cost of compensated
-     tf32.  The residual gates grow with n and that error does not: from BF16X3_MIN_N on it stays below a
-     tenth of them on every case kind; smaller matrices keep compensated tf32 (each operand split into two
-     tf32 parts).
+     products run on bf16 tensor cores, error-compensated (``_split``, ``_dot_parts``: each float32 operand
+     split into a bf16 high and a bf16 low part, the three significant cross products summed in float32): each
+     product is then exact to 3·2⁻¹⁶ of |a||b| instead of float32's 2⁻²⁴, at half the tensor-core cost of
+     compensated tf32.  The residual gates grow with n and that error does not: from BF16X3_MIN_N on it stays
+     below a tenth of them on every case kind; smaller matrices keep compensated tf32 (each operand split into
+     two tf32 parts).  V is split once, by the kernel that finishes the panel: it stores V (1 on the diagonal,
+     0 above) as its two parts beside H (``_store_V_parts``), and every update program loads the parts, so that
+     the update's row loop splits only C.
 A small matrix (n <= SMALL_N_MAX) is factored whole by one warp (``_factor_small_matrix``): a column per thread,
 so that a reflector's sums over rows are each thread's own, and its steps unrolled.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
@@ -175,12 +177,14 @@ def _panel_columns(NB: tl.constexpr):
 @triton.jit
 def _panel_tile(base, offsets, SHUFFLE: tl.constexpr):
     """Pointers ``base + offsets`` of a [rows, NB] tile of panel rows.  With SHUFFLE (n % 16 == 0, base 16-byte
-    aligned) they are marked as such: every row's runs of 4 columns start on 16 bytes, so that Triton loads the
-    tile 16 bytes at a time, and lays it out as ``_from_lane`` needs, whatever it proved of the arguments itself
-    (it compiles to the same code where it proved it)."""
+    aligned) they are marked as such: every row's runs of 4 columns start on 4 elements' bytes (16 for float32),
+    so that Triton moves the tile a run at a time, and lays it out as ``_from_lane`` needs, whatever it proved of
+    the arguments itself (it compiles to the same code where it proved it).  V's parts are stored through the
+    same marks (``_store_V_parts``), which keeps the panel in that layout."""
     pointers = base + offsets
     if SHUFFLE:
-        pointers = tl.max_contiguous(tl.multiple_of(pointers, [16, 16]), [1, 4])
+        RUN_BYTES: tl.constexpr = 4 * base.dtype.element_ty.primitive_bitwidth // 8
+        pointers = tl.max_contiguous(tl.multiple_of(pointers, [RUN_BYTES, RUN_BYTES]), [1, 4])
     return pointers
 
 
@@ -265,10 +269,21 @@ def _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w):
 
 
 @triton.jit
-def _unit_lower(P, rows, cols, inside):
-    """V of a block of panel rows: the stored vectors below the diagonal, 1 on it, 0 above and outside."""
-    V = tl.where(rows[:, None] > cols[None, :], P, tl.where(rows[:, None] == cols[None, :], 1.0, 0.0))
-    return tl.where(inside, V, 0.0)
+def _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3: tl.constexpr):
+    """Store V of the finished panel rows P [R, G, 4] (panel-relative ``rows``; the vectors below the diagonal, 1
+    on it, 0 above) as its two parts (``_split``) into ``V_out`` [batch, 2, n, NB], row r at r NB (a row starts on
+    NB elements, so its runs are aligned as ``_panel_tile`` marks them, whatever the panel's own alignment:
+    marked, the store keeps the panel in the layout of its load, so that it is factored the same way with and
+    without SHUFFLE)."""
+    R: tl.constexpr = P.shape[0]
+    NB: tl.constexpr = P.shape[1] * P.shape[2]
+    offsets = rows[:, None] * NB + tl.arange(0, NB)[None, :]
+    r = rows[:, None, None]
+    V = tl.where(r > cols[None, :, :], P, tl.where(r == cols[None, :, :], 1.0, 0.0))
+    hi, lo = _split(tl.reshape(V, [R, NB]), BF16X3)
+    matrix = V_out + b * 2 * n * NB
+    tl.store(_panel_tile(matrix, offsets, True), hi, mask=inside)
+    tl.store(_panel_tile(matrix + n * NB, offsets, True), lo, mask=inside)
 
 
 @triton.jit
@@ -295,12 +310,13 @@ def _store_T(T_out, b, lower, taus, t_rows, cols):
 
 
 @triton.jit
-def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
+def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
                   ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, SHUFFLE: tl.constexpr,
-                  FLAGS: tl.constexpr, PDL: tl.constexpr):
+                  BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
-    rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T, the
-    T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per reflector (see ``_reflector``)."""
+    rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T (the
+    panel has trailing columns), the T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per
+    reflector (see ``_reflector``), and V's parts for the update (``V_out``, see ``_store_V_parts``)."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     _await(counters, b, wait, FLAGS)
@@ -331,6 +347,7 @@ def _factor_panel(src, H, tau_out, T_out, n, k0, counters, wait,
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
         tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
+        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3)
     _signal(counters, b, FLAGS)
 
 
@@ -367,14 +384,17 @@ def _factor_small_matrix(src, H, tau_out, n, N: tl.constexpr):
 
 
 @triton.jit
-def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.constexpr, SLICE: tl.constexpr,
-                         SHUFFLE: tl.constexpr, PDL: tl.constexpr):
+def _reflect_split_panel(src, H, tau_out, sums, grams, V_out, n, k0, j, step, NB: tl.constexpr,
+                         SLICE: tl.constexpr, SHUFFLE: tl.constexpr, BF16X3: tl.constexpr, STORE_V: tl.constexpr,
+                         PDL: tl.constexpr):
     """Step j of a tall panel H[b, k0:, k0:k0+NB] whose rows are split in slices of SLICE rows over the
     programs (b, p) of one launch, read from ``src`` (the input in steps 0 and 1 of the first panel, else H
     itself).  The launch for step j (0 <= j <= NB) first finishes reflector j - 1: every program reads the
     folded sums of step j - 1 (d and m, added up by the previous launch), derives the same reflector from
     them and applies it to its own rows (program 0 writes its tau and its row of VᵀV's strictly lower triangle
-    to ``grams`` [batch, NB, NB]); then, unless j == NB, it adds its slice's folded sums for reflector j.
+    to ``grams`` [batch, NB, NB]); then, unless j == NB, it adds its slice's folded sums for reflector j.  The
+    last launch (j == NB, STORE_V: only it carries that code) also stores its rows of V's parts for the update
+    (``V_out``, see ``_store_V_parts``).
     ``sums`` [batch, 3, 2, NB] rotates over three buffers by ``step`` (counted over every split launch of the
     factorization): a launch reads buffer step - 1, adds into buffer step and clears buffer step + 1 (last read
     by the launch before), which the next launch adds into; the buffers start cleared."""
@@ -400,6 +420,8 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
         if p == 0:
             tl.store(tau_out + b * n + k0 + cols, tl.broadcast_to(tau[:, None], cols.shape), mask=cols == j - 1)
             tl.store(grams + (b * NB + j - 1) * NB + cols, tl.where(cols < j - 1, w, 0.0))
+    if STORE_V:
+        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3)
     if j < NB:
         d_part, m_part = _fold_sums(P, _pick(P, cols[None, :, :], j, SHUFFLE), rows, cols, j)
         current = slot + (step % 3) * 2 * NB
@@ -408,11 +430,14 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, n, k0, j, step, NB: tl.co
 
 
 @triton.jit
-def _load_V(base, n, k0, rr, vc, row_end):
-    """Rows ``rr`` (panel-relative, below ``row_end``) of the panel's V at k0 of one matrix (``base``)."""
-    inside = tl.broadcast_to(rr[:, None] < row_end, (rr.shape[0], vc.shape[0]))
-    P = tl.load(base + (k0 + rr[:, None]) * n + (k0 + vc[None, :]), mask=inside, other=0.0)
-    return _unit_lower(P, rr, vc, inside)
+def _load_V_parts(V_in, b, n, r, c, row_end, NB: tl.constexpr):
+    """The two parts of a block of a panel's V from ``V_in`` [batch, 2, n, NB], as the panel stored them
+    (``_store_V_parts``): rows ``r`` (panel-relative; rows outside [0, row_end) read as 0) and columns ``c``,
+    broadcast to the block's shape: ``rr[:, None]`` and ``vc[None, :]`` give V's rows, ``rr[None, :]`` and
+    ``vc[:, None]`` the same block transposed (loaded so, it goes to the tensor cores as it lies in memory)."""
+    inside = (r >= 0) & (r < row_end) & (c < NB)
+    at = V_in + b * 2 * n * NB + r * NB + c
+    return tl.load(at, mask=inside, other=0.0), tl.load(at + n * NB, mask=inside, other=0.0)
 
 
 @triton.jit
@@ -424,10 +449,13 @@ def _update_program(tiles, chunks):
 
 
 @triton.jit
-def _round_to_bf16(x):
-    """float32 x rounded to the nearest bfloat16 (ties to even), as float32."""
+def _round_fraction(x, DROP: tl.constexpr):
+    """float32 x rounded to the nearest float32 whose DROP lowest fraction bits are 0 (ties to even): x rounded
+    to bfloat16 at DROP = 16, to tf32 at DROP = 13."""
+    HALF: tl.constexpr = (1 << (DROP - 1)) - 1
+    KEEP: tl.constexpr = 0xFFFFFFFF ^ ((1 << DROP) - 1)
     bits = x.to(tl.uint32, bitcast=True)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    bits = (bits + HALF + ((bits >> DROP) & 1)) & KEEP
     return bits.to(tl.float32, bitcast=True)
 
 
@@ -437,8 +465,8 @@ def _bf16_parts(x):
     if _INTERPRETED:  # the interpreter multiplies bfloat16 tensors as raw 16-bit integers and truncates float32 ->
         # bfloat16: there the parts are kept in float32 (rounded by bit arithmetic), whose products are the same
         # exact numbers
-        hi = _round_to_bf16(x)
-        lo = _round_to_bf16(x - hi)
+        hi = _round_fraction(x, 16)
+        lo = _round_fraction(x - hi, 16)
     else:
         hi = x.to(tl.bfloat16)
         lo = (x - hi.to(tl.float32)).to(tl.bfloat16)
@@ -446,21 +474,23 @@ def _bf16_parts(x):
 
 
 @triton.jit
-def _dot_bf16x3(a, b):
-    """a @ b for float32 a, b on bf16 tensor cores: hi·hi + hi·lo + lo·hi accumulated in float32 (the dropped
-    lo·lo and the parts' rounding leave an error below 3·2⁻¹⁶ |a| |b|)."""
-    a_hi, a_lo = _bf16_parts(a)
-    b_hi, b_lo = _bf16_parts(b)
-    return tl.dot(a_hi, b_hi) + tl.dot(a_hi, b_lo) + tl.dot(a_lo, b_hi)
+def _split(x, BF16X3: tl.constexpr):
+    """float32 x as two parts for the tensor cores, x = hi + lo + e: bfloat16 parts (|e| <= 2⁻¹⁶ |x|), or else
+    tf32 parts held in float32 (|e| <= 2⁻²² |x|)."""
+    if BF16X3:
+        return _bf16_parts(x)
+    else:
+        hi = _round_fraction(x, 13)
+        return hi, _round_fraction(x - hi, 13)
 
 
 @triton.jit
-def _dot_compensated(a, b, BF16X3: tl.constexpr):
-    """a @ b to near float32 accuracy on tensor cores: in compensated bf16, or else in compensated tf32."""
-    if BF16X3:
-        return _dot_bf16x3(a, b)
-    else:
-        return tl.dot(a, b, input_precision="tf32x3")
+def _dot_parts(a_hi, a_lo, b_hi, b_lo):
+    """a @ b from the parts of a and b (``_split``) to near float32 accuracy on tensor cores: hi·hi + hi·lo +
+    lo·hi accumulated in float32 (the dropped lo·lo and the parts' rounding leave an error below 3·2⁻¹⁶ |a| |b|
+    with bfloat16 parts; tf32 parts are exact as tf32 operands)."""
+    return (tl.dot(a_hi, b_hi, input_precision="tf32") + tl.dot(a_hi, b_lo, input_precision="tf32")
+            + tl.dot(a_lo, b_hi, input_precision="tf32"))
 
 
 @triton.jit
@@ -482,7 +512,7 @@ def _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB: tl.constexpr):
 
 
 @triton.jit
-def _panel_products(src, H, tau_in, grams, T_out, W_out, n, k0, tiles, chunks, slots, counters, wait,
+def _panel_products(src, tau_in, grams, T_out, V_in, W_out, n, k0, tiles, chunks, slots, counters, wait,
                     NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
                     BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Vᵀ C of the panel at k0 (every panel of a latency-bound input; of a large input only the first, whose
@@ -496,31 +526,32 @@ def _panel_products(src, H, tau_in, grams, T_out, W_out, n, k0, tiles, chunks, s
     if BUILD_T:
         if (t == 0) & (c == 0):
             _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB)
-    base = H + b * n * n
     tc = k0 + NB + t * TILE_COLS + tl.arange(0, TILE_COLS)
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
-        V = _load_V(base, n, k0, rr, vc, row_end)
+        Vt_hi, Vt_lo = _load_V_parts(V_in, b, n, rr[None, :], vc[:, None], row_end, NB)
         C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
-        W += _dot_compensated(tl.trans(V), C, BF16X3)
+        C_hi, C_lo = _split(C, BF16X3)
+        W += _dot_parts(Vt_hi, Vt_lo, C_hi, C_lo)
     tl.store(_W_part(W_out, b, c, slots, n, vc, tc), W, mask=tc[None, :] < n)
     _signal(counters, b, FLAGS)
 
 
 @triton.jit
-def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_begin, c_end, tiles, chunks,
-                  in_chunks, slots, counters, wait, NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
-                  CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BUILD_T: tl.constexpr, BF16X3: tl.constexpr,
-                  FLAGS: tl.constexpr, PDL: tl.constexpr):
+def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles,
+                  chunks, in_chunks, slots, counters, wait, NB: tl.constexpr, TILE_COLS: tl.constexpr,
+                  TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BUILD_T: tl.constexpr,
+                  BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Update of columns [c_begin, c_end) by the panel at k0: program (b, t, c) sums W = Vᵀ C over the
     ``in_chunks`` parts in ``W_in`` for its tile of TILE_COLS columns, and updates its chunk of the tile's rows,
-    H <- C - V (Tᵀ W) with C read from ``src``.  With NEXT, the next panel (at k1 = k0 + NB) has already been
-    factored and these are its trailing columns: from each updated block C' the program also adds V₁ᵀ C' (V₁
-    the next panel's reflectors) into ``W_out[b, c]``, so the next update finds its Vᵀ C without another pass
-    over the matrix; after a split next panel (BUILD_T) program (b, 0, 0) also builds its T into ``T_next``."""
+    H <- C - V (Tᵀ W) with C read from ``src`` and V's parts from ``V_in``.  With NEXT, the next panel (at
+    k1 = k0 + NB) has already been factored and these are its trailing columns: from each updated block C' the
+    program also adds V₁ᵀ C' (V₁ the next panel's reflectors, its parts from ``V_next``) into ``W_out[b, c]``, so
+    the next update finds its Vᵀ C without another pass over the matrix; after a split next panel (BUILD_T)
+    program (b, 0, 0) also builds its T into ``T_next``."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     _await(counters, b, wait, FLAGS)
@@ -533,21 +564,21 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, n, k0, c_beg
     for q in range(0, in_chunks):
         W += tl.load(_W_part(W_in, b, q, slots, n, vc, tc), mask=tc[None, :] < c_end, other=0.0)
     T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
-    Z = tl.dot(tl.trans(T), W, input_precision="tf32x3")
-    base = H + b * n * n
+    Z_hi, Z_lo = _split(tl.dot(tl.trans(T), W, input_precision="tf32x3"), BF16X3)
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
     W_next = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
-        V = _load_V(base, n, k0, rr, vc, row_end)
+        V_hi, V_lo = _load_V_parts(V_in, b, n, rr[:, None], vc[None, :], row_end, NB)
         c_offsets = b * n * n + (k0 + rr[:, None]) * n + tc[None, :]
         c_ok = (rr[:, None] < row_end) & (tc[None, :] < c_end)
         C = tl.load(src + c_offsets, mask=c_ok, other=0.0)
-        C -= _dot_compensated(V, Z, BF16X3)
+        C -= _dot_parts(V_hi, V_lo, Z_hi, Z_lo)
         tl.store(H + c_offsets, C, mask=c_ok)
         if NEXT:  # the next panel's rows are these rows less NB (V₁ is 0 above its diagonal)
-            V_next = _load_V(base, n, k0 + NB, rr - NB, vc, row_end - NB)
-            W_next += _dot_compensated(tl.trans(V_next), C, BF16X3)
+            Nt_hi, Nt_lo = _load_V_parts(V_next, b, n, rr[None, :] - NB, vc[:, None], row_end - NB, NB)
+            C_hi, C_lo = _split(C, BF16X3)
+            W_next += _dot_parts(Nt_hi, Nt_lo, C_hi, C_lo)
     if NEXT:
         tl.store(_W_part(W_out, b, c, slots, n, vc, tc), W_next, mask=tc[None, :] < c_end)
     _signal(counters, b, FLAGS)
@@ -644,8 +675,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
 
     # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
     # parts of its Vᵀ C likewise in W[k % 2], [batch, slots, NB, n] each (no launch has more chunks than one
-    # with a single tile over all n rows).
+    # with a single tile over all n rows), and V's two parts likewise in V_parts[k % 2] (see _store_V_parts):
+    # bfloat16 on the GPU where the products are compensated bf16, else tf32 parts in float32 (and everything in
+    # float32 under the interpreter, see _bf16_parts).
     T = torch.empty((2, batch, nb, nb), dtype=torch.float32, device=dev)
+    parts_dtype = torch.bfloat16 if bf16x3 and dev.type == "cuda" else torch.float32
+    V_parts = torch.empty((2, batch, 2, n, nb), dtype=parts_dtype, device=dev)
     grams = torch.empty((batch, nb, nb), dtype=torch.float32, device=dev)
     slots = _row_chunks(n, 0, batch, update_programs)[0]
     W = torch.empty((2, batch * slots * nb * n), dtype=torch.float32, device=dev)
@@ -666,29 +701,30 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         wait, finished = finished, finished + per_matrix
         return dict(PDL=pdl["PDL"] and wait == 0, launch_pdl=pdl["launch_pdl"], FLAGS=True), (counters, wait)
 
-    def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor) -> None:
+    def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
         nonlocal step
         if split(k0):
             slices, warps = _cdiv(n - k0, slice_rows), _panel_warps(slice_rows, nb)
             for j in range(nb + 1):
                 launch(_reflect_split_panel, (batch, slices),  # step 0 only reads; step 1 writes H first
-                       src if j <= 1 else H, H, tau, sums, grams, n, k0, j, step, NB=nb, SLICE=slice_rows,
-                       SHUFFLE=shuffle(src if j <= 1 else H), num_warps=warps, **pdl)
+                       src if j <= 1 else H, H, tau, sums, grams, V_k, n, k0, j, step, NB=nb, SLICE=slice_rows,
+                       SHUFFLE=shuffle(src if j <= 1 else H), BF16X3=bf16x3, STORE_V=j == nb, num_warps=warps,
+                       **pdl)
                 step += 1
         else:
             tile_rows = rows(k0)
             options, sync = order(1, panel_launch)
-            launch(_factor_panel, (batch,), src, H, tau, T_k, n, k0, *sync, ROWS=tile_rows, NB=nb,
-                   WRITE_T=k0 + nb < n, SHUFFLE=shuffle(src), num_warps=_panel_warps(tile_rows, nb, floats_per_thread),
-                   **options)
+            launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, NB=nb,
+                   WRITE_T=k0 + nb < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
+                   num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **options)
 
-    def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, W_k: torch.Tensor) -> int:
+    def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor, W_k: torch.Tensor) -> int:
         """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
         _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
         tiles = _cdiv(n - k0 - nb, products_cols)
         options, sync = order(tiles * chunks, pdl)
         launch(
-            _panel_products, (tiles * chunks * batch,), src, H, tau, grams, T_k, W_k, n, k0, tiles, chunks, slots,
+            _panel_products, (tiles * chunks * batch,), src, tau, grams, T_k, V_k, W_k, n, k0, tiles, chunks, slots,
             *sync, NB=nb, TILE_COLS=products_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
             BUILD_T=split(k0), BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
         return chunks
@@ -705,20 +741,20 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
             num_warps=UPDATE_WARPS, maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **options)
         return chunks
 
-    factor(0, A, T[0])
+    factor(0, A, T[0], V_parts[0])
     if nb < n:
-        chunks = products(0, A, T[0], W[0])  # of the launch that wrote the current panel's Vᵀ C
+        chunks = products(0, A, T[0], V_parts[0], W[0])  # of the launch that wrote the current panel's Vᵀ C
     for k, k0 in enumerate(range(0, n - nb, nb)):  # panel k, at k0, has trailing columns [k1, n)
         src = A if k0 == 0 else H
         k1 = k0 + nb
-        buffers = (T[k % 2], T[(k + 1) % 2], W[k % 2], W[(k + 1) % 2])
+        buffers = (T[k % 2], T[(k + 1) % 2], W[k % 2], W[(k + 1) % 2], V_parts[k % 2], V_parts[(k + 1) % 2])
         update(k0, src, buffers, k1, min(k1 + nb, n) if look_ahead else n, chunks, False)
-        factor(k1, H, buffers[1])
+        factor(k1, H, buffers[1], buffers[5])
         if k1 + nb < n:
             if look_ahead:
                 chunks = update(k0, src, buffers, k1 + nb, n, chunks, True)
             else:
-                chunks = products(k1, H, buffers[1], buffers[3])
+                chunks = products(k1, H, buffers[1], buffers[5], buffers[3])
     if flags:
         launch(_join, (batch,), counters, finished, num_warps=1, **pdl)
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,counters:i32", "--const", "ROWS=512",
-         "--const", "NB=32", "--const", "WRITE_T=True", "--const", "SHUFFLE=True", "--const", "FLAGS=True",
-         "--const", "PDL=False", "--warps", "4"]
+PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,V_out:bf16,counters:i32", "--const",
+         "ROWS=512", "--const", "NB=32", "--const", "WRITE_T=True", "--const", "SHUFFLE=True", "--const", "BF16X3=True",
+         "--const", "FLAGS=True", "--const", "PDL=False", "--warps", "4"]
 
 
 def _run(*args):
@@ -40,24 +40,25 @@ def test_the_register_panel_holds_runs_of_four_columns_a_thread_and_shuffles_a_c
     assert {p.name for p in tmp_path.iterdir()} == {"_factor_panel.sass", "_factor_panel.ptx", "_factor_panel.ttgir"}
 
 
-def test_the_shuffle_layout_follows_from_SHUFFLE_alone():
-    # SHUFFLE marks the panel's pointers 16-byte aligned: even where Triton proved nothing of the arguments (n, the
-    # pointers and k0 not specialized) the tile is loaded 16 bytes at a time (the [1, 4] layout of the [rows, NB]
-    # load) and held as _from_lane needs; without SHUFFLE, and unproven, it is not (its column is summed there).
+def test_the_panel_layout_is_the_same_with_and_without_SHUFFLE_and_follows_from_no_specialization():
+    # SHUFFLE marks the panel's pointers 16-byte aligned, and V's parts are always stored through the same marks:
+    # even where Triton proved nothing of the arguments (n, the pointers and k0 not specialized) the tile is held
+    # in runs of 4 columns as _from_lane needs, and the same with SHUFFLE off (the column is summed there), so a
+    # panel is factored the same way, sum for sum, either way (tests/gpu/test_panel_shuffle.py compares the bits).
     def layouts(shuffle):
         args = [arg if arg != "SHUFFLE=True" else f"SHUFFLE={shuffle}" for arg in PANEL]
         done = _run(*args, "--unaligned", "n,src,H,k0")
         assert done.returncode == 0, done.stderr
         return [line for line in done.stdout.splitlines() if line.startswith("  layout ")]
 
-    def loaded_16_bytes_at_a_time(lines):
-        return any("sizePerThread = [1, 4]" in line and "threadsPerWarp = [4, 8]" in line for line in lines)
+    def runs_of_four(lines):
+        return (any("sizePerThread = [1, 4]" in line and "threadsPerWarp = [4, 8]" in line for line in lines)
+                and any("sizePerThread = [1, 1, 4]" in line and "threadsPerWarp = [4, 8, 1]" in line
+                        and "order = [2, 1, 0]" in line for line in lines))
 
-    marked = layouts(True)
-    assert loaded_16_bytes_at_a_time(marked), marked
-    assert any("sizePerThread = [1, 1, 4]" in line and "threadsPerWarp = [4, 8, 1]" in line
-               and "order = [2, 1, 0]" in line for line in marked), marked
-    assert not loaded_16_bytes_at_a_time(layouts(False))
+    marked, unmarked = layouts(True), layouts(False)
+    assert runs_of_four(marked), marked
+    assert runs_of_four(unmarked), unmarked
 
 
 def test_bad_arguments_are_one_line_errors():

@@ -120,6 +120,32 @@ def _split_kernel(X, HI, LO, N: tl.constexpr):
     tl.store(LO + i, lo.to(tl.float32))
 
 
+@triton.jit
+def _tf32_split_kernel(X, HI, LO, N: tl.constexpr):
+    i = tl.arange(0, N)
+    hi, lo = sub._split(tl.load(X + i), False)
+    tl.store(HI + i, hi)
+    tl.store(LO + i, lo)
+
+
+def test_tf32_parts_are_rounded_to_nearest_tf32():
+    # Below BF16X3_MIN_N, V and C are split into tf32 parts held in float32: each part must be a tf32 number (its
+    # 13 low bits clear, so that the tensor cores take it exactly), hi the nearest one to x (ties to even), and
+    # the parts must carry x to 2⁻²² of |x|.
+    x = torch.cat([torch.randn(4000) * 10.0 ** torch.randint(-30, 30, (4000,)),
+                   torch.tensor([1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, -(1.0 + 2.0 ** -11), 0.0, -0.0]),
+                   torch.zeros(4096 - 4005)])
+    hi, lo = torch.empty_like(x), torch.empty_like(x)
+    _tf32_split_kernel[(1,)](x, hi, lo, N=x.numel())
+    for part in (hi, lo):
+        assert not bool((part.view(torch.int32) & 0x1FFF).any())
+    assert hi[4000:4003].tolist() == [1.0, 1.0 + 4 * 2.0 ** -11, -1.0]  # ties go to the even neighbour
+    step = hi.abs().view(torch.int32).add(0x2000).view(torch.float32) - hi.abs()  # hi's spacing at its magnitude
+    assert bool(((x - hi).abs() <= step / 2).all())
+    normal = x.abs() > 1e-30
+    assert bool(((x - hi - lo).abs() <= x.abs() * 2.0 ** -22)[normal].all())
+
+
 def test_bf16_parts_are_rounded_like_torch_bfloat16():
     # The interpreter's float32 -> bfloat16 cast truncates; the kernels round by bit arithmetic there instead,
     # which must give the GPU's round-to-nearest-even parts (torch's own conversion), subnormals and ties included.

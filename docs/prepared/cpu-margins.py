@@ -1,11 +1,11 @@
-"""CPU (the Triton interpreter): entries side by side on the blocked path, for docs/perf.md "v62".
+"""CPU (the Triton interpreter): entries side by side on the blocked path (a variant's margins and bits before its device call).
 
     python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick]
 
 For each configuration (n, panel width, register rows; tf32 parts below n = 128, bf16 parts above, register and
 split panels, both update orders) and case kind, every entry factors the same input through its
 ``_factor_blocked`` and the contest's checks give its two margins (fractions of the gates).  Each line also says
-whether the entries gave the same bits as the first, and how many launches had v60's LAG / BESIDE options.
+whether the entries gave the same bits as the first.
 Exit status 1 if any check fails.  --quick: three case kinds instead of all.
 """
 
@@ -28,20 +28,11 @@ CONFIGS = [(64, 16, 64, False), (100, 16, 32, True), (127, 32, 128, True), (130,
 
 
 def run(entry, A, width: int, register_rows: int, look_ahead: bool):
-    """(H, tau, launches with LAG / BESIDE) of one blocked factorization."""
+    """(H, tau) of one blocked factorization."""
     H, tau = entry._outputs(A)
-    counts = collections.Counter()
-
-    def launch(kernel, grid, *args, **options):
-        if options.get("LAG"):
-            counts[f"LAG {options['LAG']}"] += 1
-        if options.get("BESIDE"):
-            counts["BESIDE"] += 1
-        entry._launch_plainly(kernel, grid, *args, **options)
-
     entry._factor_blocked(A, H, tau, panel_width=width, max_register_rows=register_rows, update_programs=64,
-                          products_cols=64, look_ahead=look_ahead, launch=launch)
-    return H, tau, dict(counts)
+                          products_cols=64, look_ahead=look_ahead)
+    return H, tau
 
 
 def main() -> int:
@@ -58,7 +49,7 @@ def main() -> int:
             config = f"n{n} nb{width} rows{register_rows} {'ahead' if look_ahead else 'plain'}"
             line, first = f"{config:24s} {case:13s}", None
             for name, entry in entries.items():
-                H, tau, counts = run(entry, A, width, register_rows, look_ahead)
+                H, tau = run(entry, A, width, register_rows, look_ahead)
                 result = reference.check_details(A, (H, tau))
                 failed |= not result.ok
                 worst[name] = max(worst[name], result.factor_margin, result.orth_margin)
@@ -66,7 +57,7 @@ def main() -> int:
                                                  else " differs")
                 first = first or (H, tau)
                 line += (f" | {name} f {result.factor_margin:.4f} o {result.orth_margin:.4f}"
-                         f"{'' if result.ok else ' FAIL'}{same}{' ' + str(counts) if counts else ''}")
+                         f"{'' if result.ok else ' FAIL'}{same}")
             print(line, flush=True)
     print("worst margin:", ", ".join(f"{name} {value:.4f}" for name, value in worst.items()))
     return 1 if failed else 0

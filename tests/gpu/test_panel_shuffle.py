@@ -2,7 +2,8 @@
 
 A panel's column j reaches the lanes of its row by one shuffle from the lane that holds it when the panel was
 loaded with 16-byte loads (n % 16 == 0, an aligned pointer), and by a sum over the row's lanes otherwise.  Both
-are exact, so a panel factored either way gives the same bits; and every path of the entry that takes the
+are exact, so a panel factored either way gives the same bits (V's parts, stored through the same marks,
+included); and every path of the entry that takes the
 shuffle (narrow and wide register panels, one or several programs a multiprocessor, split panels), or does not
 (n % 16 != 0, an input 4 bytes past a 16-byte boundary), passes the contest's checks with room to spare.
 """
@@ -32,13 +33,20 @@ def test_a_panel_factored_with_and_without_the_shuffle_gives_the_same_bits(rows,
         H = A.clone()
         tau = torch.zeros(batch, n, device="cuda")
         T = torch.zeros(batch, nb, nb, device="cuda")
+        V_parts = torch.zeros(batch, 2, n, nb, dtype=torch.bfloat16, device="cuda")
         counters = torch.zeros(1, dtype=torch.int32, device="cuda")
-        sub._factor_panel[(batch,)](H, H, tau, T, n, k0, counters, 0, ROWS=rows, NB=nb, WRITE_T=True,
-                                    SHUFFLE=shuffle, FLAGS=False, PDL=False, num_warps=warps)
-        out[shuffle] = (H, tau, T)
+        sub._factor_panel[(batch,)](H, H, tau, T, V_parts, n, k0, counters, 0, ROWS=rows, NB=nb, WRITE_T=True,
+                                    SHUFFLE=shuffle, BF16X3=True, FLAGS=False, PDL=False, num_warps=warps)
+        out[shuffle] = (H, tau, T, V_parts)
     for shuffled, summed in zip(out[True], out[False]):
         assert torch.equal(shuffled, summed)
-    assert bool((out[True][1][:, k0:k0 + nb] != 0).any())  # the panel was factored
+    H, tau, T, V_parts = out[True]
+    assert bool((tau[:, k0:k0 + nb] != 0).any())  # the panel was factored
+    # V's parts: the panel's vectors (1 on the diagonal, 0 above) to bf16's 2⁻¹⁶, hi the nearest bf16
+    V = torch.tril(H[:, k0:, k0:k0 + nb], -1) + torch.eye(n - k0, nb, device="cuda")
+    hi, lo = V_parts[:, 0, :n - k0].float(), V_parts[:, 1, :n - k0].float()
+    assert torch.equal(hi, V.bfloat16().float())
+    assert bool(((V - hi - lo).abs() <= V.abs() * 2.0 ** -16).all())
 
 
 @pytest.mark.parametrize("batch,n", [(40, 176), (40, 512), (200, 256), (60, 600), (3, 1088), (3, 1100)])
