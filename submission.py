@@ -747,14 +747,15 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     for k, k0 in enumerate(range(0, n - nb, nb)):  # panel k, at k0, has trailing columns [k1, n)
         src = A if k0 == 0 else H
         k1 = k0 + nb
-        buffers = (T[k % 2], T[(k + 1) % 2], W[k % 2], W[(k + 1) % 2], V_parts[k % 2], V_parts[(k + 1) % 2])
+        T_next, W_next, V_next = T[(k + 1) % 2], W[(k + 1) % 2], V_parts[(k + 1) % 2]
+        buffers = (T[k % 2], T_next, W[k % 2], W_next, V_parts[k % 2], V_next)  # in _panel_update's order
         update(k0, src, buffers, k1, min(k1 + nb, n) if look_ahead else n, chunks, False)
-        factor(k1, H, buffers[1], buffers[5])
+        factor(k1, H, T_next, V_next)
         if k1 + nb < n:
             if look_ahead:
                 chunks = update(k0, src, buffers, k1 + nb, n, chunks, True)
             else:
-                chunks = products(k1, H, buffers[1], buffers[5], buffers[3])
+                chunks = products(k1, H, T_next, V_next, W_next)
     if flags:
         launch(_join, (batch,), counters, finished, num_warps=1, **pdl)
 
