@@ -13,6 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,V_out:bf16,counters:i32", "--const",
          "ROWS=512", "--const", "NB=32", "--const", "WRITE_T=True", "--const", "SHUFFLE=True", "--const", "BF16X3=True",
          "--const", "FLAGS=True", "--const", "PDL=False", "--warps", "4"]
+UPDATE = ["submission.py", "_panel_update", "--pointers",
+          "src,H,tau_in,grams,T_in,T_next,W_in,W_out,V_in:bf16,V_next:bf16,counters:i32", "--const", "NB=32",
+          "--const", "TILE_COLS=64", "--const", "TILE_ROWS=32", "--const", "CHUNK_ROWS=512", "--const", "NEXT=True",
+          "--const", "BUILD_T=False", "--const", "BF16X3=True", "--const", "FLAGS=True", "--const", "PDL=True",
+          "--warps", "4", "--max-registers", "168"]
 
 
 def _run(*args):
@@ -61,6 +66,20 @@ def test_the_panel_layout_is_the_same_with_and_without_SHUFFLE_and_follows_from_
     assert runs_of_four(unmarked), unmarked
 
 
+def test_the_update_takes_a_row_step_of_shared_memory_per_pipeline_stage():
+    # The figure that limits programs a multiprocessor is the launch's shared memory (Triton's, not cuobjdump's
+    # static count): each stage of the row loop's copies holds a step's C (32 x 64 floats) and the bf16 parts of
+    # V and V1 (2 x 2 x 32 x 32), 16 KiB.
+    def shared(stages):
+        done = _run(*UPDATE, "--stages", str(stages))
+        assert done.returncode == 0, done.stderr
+        head = done.stdout.splitlines()[0]
+        return int(head.split(" bytes of shared memory a program")[0].rsplit(" ", 1)[1])
+
+    two, four = shared(2), shared(4)
+    assert two >= 16384 and four - two >= 2 * 16384, (two, four)
+
+
 def test_bad_arguments_are_one_line_errors():
     done = _run("submission.py", "_factor_panel", "--pointers", "src,Q")
     assert done.returncode == 2 and "Traceback" not in done.stderr
@@ -72,3 +91,9 @@ def test_bad_arguments_are_one_line_errors():
     done = _run(*PANEL[:4], "--const", "ROWS=512")  # NB and the flags not given: Triton cannot compile it
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("kernel_sass.py: _factor_panel did not compile: ")
+    # An error inside a function the kernel calls reports its reason, not the caller's source line: V's parts
+    # given as float32 where the products take bfloat16 parts.
+    done = _run(*[arg.replace("V_in:bf16,V_next:bf16", "V_in,V_next") for arg in UPDATE])
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("kernel_sass.py: _panel_update did not compile: ") and "dtype" in last, last

@@ -1,15 +1,16 @@
 """Offline: what one of an entry's kernels compiles to for sm_90, without a GPU (not collected by pytest).
 
     python tests/gpu/kernel_sass.py ENTRY.py KERNEL --pointers A,B,... [--const NAME=VALUE ...]
-        [--warps W] [--unaligned NAME,...] [--max-registers R] [--out DIR]
+        [--warps W] [--unaligned NAME,...] [--max-registers R] [--stages S] [--out DIR]
 
-Compiles ``ENTRY.KERNEL`` with ``triton.compile`` for sm_90 (the H100 and H200) and prints its registers, stack
-and shared memory (``cuobjdump -res-usage``), its SASS instruction count and mix, each loop's body (a backward
+Compiles ``ENTRY.KERNEL`` with ``triton.compile`` for sm_90 (the H100 and H200) and prints its registers and
+stack (``cuobjdump -res-usage``), the shared memory a program of its launch takes (Triton's figure: the pipelined
+loads' stages and the reductions' scratch), its SASS instruction count and mix, each loop's body (a backward
 branch over more than 64 instructions) with its own mix, and the layouts of its TTGIR.  The arguments named by
---pointers are float32 pointers (``counters`` may be given as NAME:i32 for an int32 pointer), the others 32-bit
-integers unless --const gives them (ints, True / False).  A launch specializes pointers that are 16-byte
-aligned and integers divisible by 16, and both change the code (vectorized loads, the register layout), so
-every pointer and integer is marked so here but those named by --unaligned.  With --out, the SASS, PTX and
+--pointers are float32 pointers (another element type as NAME:TYPE: ``counters:i32``, ``V_in:bf16``), the
+others 32-bit integers unless --const gives them (ints, True / False).  A launch specializes pointers that are
+16-byte aligned and integers divisible by 16, and both change the code (vectorized loads, the register layout),
+so every pointer and integer is marked so here but those named by --unaligned.  With --out, the SASS, PTX and
 TTGIR go to DIR.  Needs only Triton's NVIDIA backend (its bundled ptxas and cuobjdump), so it runs on a CPU
 machine; the numbers are the installed Triton's, which may differ from the GPU machine's release.
 
@@ -78,6 +79,7 @@ def main() -> int:
     parser.add_argument("--warps", type=int, default=4)
     parser.add_argument("--unaligned", default="", help="arguments not to mark 16-aligned / divisible by 16")
     parser.add_argument("--max-registers", type=int, default=None)
+    parser.add_argument("--stages", type=int, default=None, help="num_stages (Triton's default: 3)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
@@ -106,6 +108,8 @@ def main() -> int:
     options = dict(num_warps=args.warps)
     if args.max_registers is not None:
         options["maxnreg"] = args.max_registers
+    if args.stages is not None:
+        options["num_stages"] = args.stages
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     if not (tools / "cuobjdump").exists():
         parser.error(f"this Triton ({triton.__version__}) has no bundled cuobjdump in {tools}")
@@ -113,6 +117,8 @@ def main() -> int:
         compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                                   target=GPUTarget("cuda", 90, 32), options=options)
     except Exception as error:  # a missing constexpr, a wrong type: Triton's message, without its traceback
+        while error.__cause__ is not None:  # Triton wraps the reason (in a called function) in its caller's error
+            error = error.__cause__
         lines = [line for line in str(error).strip().splitlines() if line.strip()]
         parser.exit(1, f"kernel_sass.py: {args.kernel} did not compile: {type(error).__name__}: "
                        f"{lines[-1] if lines else ''}\n")
@@ -126,8 +132,8 @@ def main() -> int:
     instructions = [(int(m.group(1), 16), m.group(2)) for m in map(INSTRUCTION.match, sass.splitlines()) if m]
     resources = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+)", usage)
     print(f"{args.kernel} (Triton {triton.__version__}, sm_90, {args.warps} warps): "
-          f"{resources.group(1)} registers, {resources.group(2)} bytes of stack, {resources.group(3)} bytes of "
-          f"shared memory; {len(instructions)} SASS instructions")
+          f"{resources.group(1)} registers, {resources.group(2)} bytes of stack, {compiled.metadata.shared} bytes of "
+          f"shared memory a program ({resources.group(3)} static); {len(instructions)} SASS instructions")
     print(f"  all: {mix([text for _, text in instructions])}")
     for start, end, body in loops(instructions):
         print(f"  loop {start:#x}-{end:#x}, {len(body)} instructions: {mix(body)}")
