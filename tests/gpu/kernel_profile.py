@@ -7,7 +7,9 @@ one ungraphed ``_factor(A, H, tau)`` under torch.profiler, its GPU kernels' time
 entry must expose ``_factor(A, H, tau)`` as submission.py does.  Under programmatic dependent launch a kernel
 starts while its predecessor runs and waits for it, so its time includes that wait and the sum exceeds the
 call; ``--serial`` profiles the entry with PDL off (its ``_dependent_launch`` replaced), so that each kernel's
-time is its own, as Nsight Compute reports it.
+time is its own, as Nsight Compute reports it.  Without PDL the entry also leaves out its flags and batch parts
+(they need dependent launches), so a batch cut in parts runs as one chain there: the same kernels, one launch
+where each part had its own.
 """
 
 import argparse
