@@ -1,4 +1,5 @@
-"""CPU (the Triton interpreter): entries side by side on the blocked path (a variant's margins and bits before its device call).
+"""CPU (the Triton interpreter): entries side by side on the blocked path, a variant's margins and bits before
+its device call.
 
     python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick]
 

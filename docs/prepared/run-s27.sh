@@ -35,20 +35,7 @@ done
 nvidia-smi --query-gpu=name --format=csv,noheader
 [[ $STEPS == *1* ]] && timeout 190 python tests/gpu/ab_bench.py 512:640:dense,1024:60:dense \
     $V/head.py $V/tw.py $V/zl.py $V/r128.py $V/s4.py 2>&1 | tee "$OUT/ab.txt"
-[[ $STEPS == *2* ]] && {
-    # Two update launches after the first 30; SourceCounters samples each warp's stall at its SASS instruction,
-    # which the source page lists instruction by instruction (where in the program the time is spent).
-    SECTIONS="--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats"
-    SECTIONS="$SECTIONS --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters"
-    timeout 150 ncu --clock-control none --kernel-name regex:_panel_update --launch-skip 30 --launch-count 2 \
-        $SECTIONS -o "$OUT/n512" python $P/ncu_update.py $V/tw.py 640 512 > "$OUT/ncu-run.txt" 2>&1
-    echo "== ncu b640 n512 (exit $?)"; tail -3 "$OUT/ncu-run.txt"
-    timeout 20 ncu --import "$OUT/n512.ncu-rep" > "$OUT/ncu-n512.txt" 2>&1
-    grep -E "Duration|DRAM Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Issue Slots Busy|No Eligible|Stall|Grid Size|Block Limit" \
-        "$OUT/ncu-n512.txt" | head -50
-    timeout 20 ncu --import "$OUT/n512.ncu-rep" --page source --print-source sass --csv > "$OUT/n512-sass.csv" 2>&1
-    echo "source page: $(wc -l < "$OUT/n512-sass.csv") lines"
-}
+[[ $STEPS == *2* ]] && bash $P/run-ncu.sh $V/tw.py "640 512"
 [[ $STEPS == *3* ]] && {
     timeout 90 python tests/gpu/kernel_profile.py $V/head.py $V/tw.py --shapes 640:512 2>&1 | tee "$OUT/profile.txt"
     timeout 90 python tests/gpu/kernel_profile.py $V/head.py $V/tw.py --shapes 640:512 --serial 2>&1 \

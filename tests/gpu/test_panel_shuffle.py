@@ -3,9 +3,9 @@
 A panel's column j reaches the lanes of its row by one shuffle from the lane that holds it when the panel was
 loaded with 16-byte loads (n % 16 == 0, an aligned pointer), and by a sum over the row's lanes otherwise.  Both
 are exact, so a panel factored either way gives the same bits (V's parts, stored through the same marks,
-included); and every path of the entry that takes the
-shuffle (narrow and wide register panels, one or several programs a multiprocessor, split panels), or does not
-(n % 16 != 0, an input 4 bytes past a 16-byte boundary), passes the contest's checks with room to spare.
+included); and every path of the entry that takes the shuffle (narrow and wide register panels, one or several
+programs a multiprocessor, split panels), or does not (n % 16 != 0, an input 4 bytes past a 16-byte boundary),
+passes the contest's checks with room to spare.
 """
 
 import importlib.util
