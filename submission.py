@@ -34,6 +34,11 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      two tf32 parts).  V is split once, by the kernel that finishes the panel: it stores V (1 on the diagonal,
      0 above) as its two parts beside H (``_store_V_parts``), and every update program loads the parts, so that
      the update's row loop splits only C.
+  3. Where the matrices outnumber the multiprocessors (a large input of many matrices, register panels), steps 1
+     and 2 work on blocks of BLOCK_PANELS = 2 panels: panel a is factored, panel b's NB columns are updated by
+     it, panel b is factored, and ``_join_panels`` joins the two compact WY forms into the block's,
+     ``H_a H_b = I - [V_a V_b] T [V_a V_b]ᵀ`` with ``T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]]``, which updates
+     the rest: one read and one write of the trailing matrix per 2 NB columns, not per NB.
 A small matrix (n <= SMALL_N_MAX) is factored whole by one warp (``_factor_small_matrix``): a column per thread,
 so that a reflector's sums over rows are each thread's own, and its steps unrolled.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
@@ -83,6 +88,11 @@ SMALL_N_MAX = 32  # up to this n one warp factors the whole matrix, a column per
 LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: narrow panels, a CUDA graph
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
+# A large input with register panels (n <= MAX_REGISTER_PANEL_ROWS) and more matrices than multiprocessors takes
+# its panels in blocks of this many and updates the trailing matrix once per block (``_factor_blocked``): half the
+# update's memory traffic for a longer chain per block, which pays where other matrices fill the GPU meanwhile
+# (measured 8 % faster at n512 b640, 20 % slower at n1024 b60: docs/perf.md v64).
+BLOCK_PANELS = 2
 TRAILING_TILE_COLS = 64  # trailing columns per program of the update (and of a latency-bound input's products)
 TRAILING_TILE_ROWS = 32  # rows per step of a pass over a tile (the row chunks are multiples)
 PRODUCTS_TILE_COLS = 128  # trailing columns per products program of a large input (a power of 2)
@@ -348,6 +358,57 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
     if WRITE_T:
         tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
         _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3)
+    _signal(counters, b, FLAGS)
+
+
+@triton.jit
+def _unit_lower(H, b, n, k, r, vc):
+    """Rows ``r`` (relative to k; rows outside [0, n - k) read as 0) and columns ``vc`` of the V of the panel at
+    column k, in float32 from H: the vectors below the diagonal, 1 on it, 0 above."""
+    inside = (r[:, None] >= 0) & (r[:, None] < n - k) & (k + vc[None, :] < n)
+    below = tl.load(H + b * n * n + (k + r[:, None]) * n + k + vc[None, :], mask=inside & (r[:, None] > vc[None, :]),
+                    other=0.0)
+    return tl.where(inside & (r[:, None] == vc[None, :]), 1.0, below)
+
+
+@triton.jit
+def _join_panels(H, T_a_in, T_b_in, T_out, V_out, n, k0, counters, wait, NB: tl.constexpr, BF16X3: tl.constexpr,
+                 FLAGS: tl.constexpr, PDL: tl.constexpr):
+    """The compact WY form of the block of two panels a, b at k0 and k0 + NB of matrix b = program id, from the
+    panels' own: with H_a = I - V_a T_a V_aᵀ and H_b likewise, H_a H_b = I - V T Vᵀ for V = [V_a V_b] and
+    T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]].  Reads V_a and V_b from H in float32 (``_unit_lower``), T_a and
+    T_b from ``T_a_in`` and ``T_b_in`` [batch, NB, NB]; sums V_aᵀ V_b (compensated tf32) over the block's rows
+    while it stores V's parts for the update (``V_out`` [batch, 2, n, 2 NB], laid out as ``_store_V_parts`` lays
+    a panel's), then writes T (``T_out`` [batch, 2 NB, 2 NB])."""
+    _follow(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    _await(counters, b, wait, FLAGS)
+    ROWS: tl.constexpr = 32  # rows per step
+    WIDTH: tl.constexpr = 2 * NB
+    vc = tl.arange(0, NB)
+    V = V_out + b * 2 * n * WIDTH
+    G = tl.zeros([NB, NB], dtype=tl.float32)
+    for r0 in range(0, n - k0, ROWS):
+        r = r0 + tl.arange(0, ROWS)
+        V_a = _unit_lower(H, b, n, k0, r, vc)
+        V_b = _unit_lower(H, b, n, k0 + NB, r - NB, vc)
+        G += tl.dot(tl.trans(V_a), V_b, input_precision="tf32x3")
+        at = V + r[:, None] * WIDTH + vc[None, :]
+        inside = r[:, None] < n - k0
+        a_hi, a_lo = _split(V_a, BF16X3)
+        b_hi, b_lo = _split(V_b, BF16X3)
+        tl.store(at, a_hi, mask=inside)
+        tl.store(at + n * WIDTH, a_lo, mask=inside)
+        tl.store(at + NB, b_hi, mask=inside)
+        tl.store(at + NB + n * WIDTH, b_lo, mask=inside)
+    T_a = tl.load(T_a_in + (b * NB + vc[:, None]) * NB + vc[None, :])
+    T_b = tl.load(T_b_in + (b * NB + vc[:, None]) * NB + vc[None, :])
+    T_ab = -tl.dot(tl.dot(T_a, G, input_precision="ieee"), T_b, input_precision="ieee")
+    T = T_out + b * WIDTH * WIDTH + vc[:, None] * WIDTH + vc[None, :]
+    tl.store(T, T_a)
+    tl.store(T + NB, T_ab)
+    tl.store(T + NB * WIDTH, tl.zeros([NB, NB], dtype=tl.float32))
+    tl.store(T + NB * WIDTH + NB, T_b)
     _signal(counters, b, FLAGS)
 
 
@@ -624,7 +685,7 @@ def _row_chunks(n: int, k0: int, programs: int, target: int):
 
 def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_width: int, max_register_rows: int,
                     update_programs: int, products_cols: int, look_ahead: bool, flags: bool = False,
-                    launch=_launch_plainly) -> None:
+                    block_panels: int = 1, launch=_launch_plainly) -> None:
     """Blocked QR of A into H.  Panel k is factored (in one program's registers up to max_register_rows rows,
     else split in slices of SPLIT_PANEL_SLICE rows over several programs, one launch per reflector) and its Vᵀ C
     formed; the update of its trailing columns then comes in one of two orders.  Plain: the whole update, then
@@ -634,13 +695,22 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     panel's Vᵀ C on the way (a read and a write per panel); the first panel's Vᵀ C keeps a launch of its own.
     The update's tiles have their rows split in chunks until about ``update_programs`` programs share the work.
     The first panel and its update read A and write every entry of H; everything after works in place in H.
-    Every kernel is launched through ``launch`` (kernel, grid, arguments, options), as a programmatic dependent
-    where the device has them.  With ``flags`` (register panels only) a launch does not wait for the one before
-    it but for its own matrices' earlier programs (``_await``), and a last launch (``_join``) waits for them all."""
+    With ``block_panels`` = 2 (register panels only) all this is done for blocks of two panels instead: panel a is
+    factored, panel b's columns are updated by it (products and update over those columns), panel b is factored,
+    and ``_join_panels`` joins the two compact WY forms into the block's, which updates the trailing columns: one
+    pass over the trailing matrix per block.  Every kernel is launched through ``launch`` (kernel, grid,
+    arguments, options), as a programmatic dependent where the device has them.  With ``flags`` (register panels
+    only) a launch does not wait for the one before it but for its own matrices' earlier programs (``_await``),
+    and a last launch (``_join``) waits for them all."""
     if max_register_rows < panel_width:  # a split panel must have NB columns and a trailing block
         raise ValueError(f"max_register_rows {max_register_rows} < panel_width {panel_width}")
     if flags and _next_power_of_2(A.shape[-1]) > max_register_rows:
         raise ValueError(f"flags need register panels: n {A.shape[-1]} > max_register_rows {max_register_rows}")
+    if block_panels not in (1, 2):
+        raise ValueError(f"block_panels {block_panels} is not 1 or 2")
+    if block_panels > 1 and _next_power_of_2(A.shape[-1]) > max_register_rows:
+        raise ValueError(f"blocks of panels need register panels: n {A.shape[-1]} > max_register_rows "
+                         f"{max_register_rows}")
     batch, n = A.shape[0], A.shape[-1]
     dev = A.device
     pdl = _dependent_launch(dev)
@@ -655,7 +725,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                          else PANEL_FLOATS_PER_THREAD_SHARED)
     bf16x3 = n >= BF16X3_MIN_N
     slice_rows = min(SPLIT_PANEL_SLICE, max_register_rows)
-    nb = panel_width
+    nb = panel_width * block_panels  # columns of a block (of one panel, or of block_panels)
 
     def shuffle(src: torch.Tensor) -> bool:
         """Whether every row of a panel read from src starts on 16 bytes (n % 16 == 0, src aligned), so that the
@@ -668,9 +738,9 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def split(k0: int) -> bool:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
         return rows(k0) > max_register_rows
 
-    def update_shape(k0: int, c_begin: int, c_end: int):
+    def update_shape(k0: int, c_begin: int, c_end: int, tile_cols: int = TRAILING_TILE_COLS):
         """(tiles, chunks, chunk rows) of an update over columns [c_begin, c_end) of the trailing block at k0."""
-        tiles = _cdiv(c_end - c_begin, TRAILING_TILE_COLS)
+        tiles = _cdiv(c_end - c_begin, tile_cols)
         return (tiles, *_row_chunks(n, k0, batch * tiles, update_programs))
 
     # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
@@ -686,6 +756,10 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     W = torch.empty((2, batch * slots * nb * n), dtype=torch.float32, device=dev)
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
     sums = torch.zeros((batch, 3, 2, nb) if split(0) else (1,), dtype=torch.float32, device=dev)
+    # A block's two panels a and b keep their own T and V's parts (V_a's, for the update of b by a) here.
+    T_panels = torch.empty((2, batch, panel_width, panel_width) if block_panels > 1 else (2, 1), dtype=torch.float32,
+                           device=dev)
+    V_panel = torch.empty((batch, 2, n, panel_width) if block_panels > 1 else (1,), dtype=parts_dtype, device=dev)
     step = 0
     # With flags, the programs each matrix has finished (see _await), and the count the next launch waits for.
     counters = torch.zeros(batch if flags else 1, dtype=torch.int32, device=dev)
@@ -701,7 +775,9 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         wait, finished = finished, finished + per_matrix
         return dict(PDL=pdl["PDL"] and wait == 0, launch_pdl=pdl["launch_pdl"], FLAGS=True), (counters, wait)
 
-    def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
+    def factor(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor, W_k: torch.Tensor) -> None:
+        """Factor the block at k0 (of one panel, or of block_panels), writing its T and V's parts into T_k and V_k
+        where it has trailing columns; W_k is free for the products of a block's panel a."""
         nonlocal step
         if split(k0):
             slices, warps = _cdiv(n - k0, slice_rows), _panel_warps(slice_rows, nb)
@@ -711,46 +787,66 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                        SHUFFLE=shuffle(src if j <= 1 else H), BF16X3=bf16x3, STORE_V=j == nb, num_warps=warps,
                        **pdl)
                 step += 1
-        else:
-            tile_rows = rows(k0)
-            options, sync = order(1, panel_launch)
-            launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, NB=nb,
-                   WRITE_T=k0 + nb < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
-                   num_warps=_panel_warps(tile_rows, nb, floats_per_thread), **options)
+        elif block_panels == 1:
+            register_panel(k0, src, T_k, V_k)
+        else:  # panel a; its update of panel b's columns (from src, into H); panel b; the block's T and V
+            b0, b_end = k0 + panel_width, min(k0 + nb, n)
+            register_panel(k0, src, T_panels[0], V_panel)
+            if b0 < n:
+                chunks = products(k0, src, T_panels[0], V_panel, W_k, panel_width, b_end, panel_width)
+                update(k0, src, (T_panels[0], T_panels[0], W_k, W_k, V_panel, V_panel), b0, b_end, chunks, False,
+                       panel_width, panel_width)
+                register_panel(b0, H, T_panels[1], V_panel)
+            if b_end < n:
+                options, sync = order(1, pdl)
+                launch(_join_panels, (batch,), H, T_panels[0], T_panels[1], T_k, V_k, n, k0, *sync, NB=panel_width,
+                       BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
 
-    def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor, W_k: torch.Tensor) -> int:
-        """Vᵀ C of the panel at k0 into W_k; returns its chunks."""
-        _, chunks, chunk_rows = update_shape(k0, k0 + nb, n)  # rows cut as the update over these columns
-        tiles = _cdiv(n - k0 - nb, products_cols)
+    def register_panel(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
+        """One panel of panel_width columns at k0 in a program's registers, T and V's parts where it has
+        trailing columns."""
+        tile_rows = rows(k0)
+        options, sync = order(1, panel_launch)
+        launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, NB=panel_width,
+               WRITE_T=k0 + panel_width < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
+               num_warps=_panel_warps(tile_rows, panel_width, floats_per_thread), **options)
+
+    def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor, W_k: torch.Tensor,
+                 width: int = nb, c_end: int = n, tile_cols: int = products_cols) -> int:
+        """Vᵀ C of the panel (block) of ``width`` columns at k0 into W_k, over its trailing columns up to c_end;
+        returns its chunks."""
+        _, chunks, chunk_rows = update_shape(k0, k0 + width, c_end)  # rows cut as the update over these columns
+        tiles = _cdiv(c_end - k0 - width, tile_cols)
         options, sync = order(tiles * chunks, pdl)
         launch(
             _panel_products, (tiles * chunks * batch,), src, tau, grams, T_k, V_k, W_k, n, k0, tiles, chunks, slots,
-            *sync, NB=nb, TILE_COLS=products_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+            *sync, NB=width, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
             BUILD_T=split(k0), BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
         return chunks
 
     def update(k0: int, src: torch.Tensor, buffers: tuple, c_begin: int, c_end: int, in_chunks: int,
-               next_products: bool) -> int:
-        """The update of columns [c_begin, c_end) by the panel at k0; returns its chunks."""
-        tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end)
+               next_products: bool, width: int = nb, tile_cols: int = TRAILING_TILE_COLS) -> int:
+        """The update of columns [c_begin, c_end) by the panel (block) of ``width`` columns at k0; returns its
+        chunks."""
+        tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end, tile_cols)
         options, sync = order(tiles * chunks, pdl)
         launch(
             _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles,
-            chunks, in_chunks, slots, *sync, NB=nb, TILE_COLS=TRAILING_TILE_COLS, TILE_ROWS=TRAILING_TILE_ROWS,
-            CHUNK_ROWS=chunk_rows, NEXT=next_products, BUILD_T=next_products and split(k0 + nb), BF16X3=bf16x3,
+            chunks, in_chunks, slots, *sync, NB=width, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS,
+            CHUNK_ROWS=chunk_rows, NEXT=next_products, BUILD_T=next_products and split(k0 + width), BF16X3=bf16x3,
             num_warps=UPDATE_WARPS, maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **options)
         return chunks
 
-    factor(0, A, T[0], V_parts[0])
+    factor(0, A, T[0], V_parts[0], W[0])
     if nb < n:
         chunks = products(0, A, T[0], V_parts[0], W[0])  # of the launch that wrote the current panel's Vᵀ C
-    for k, k0 in enumerate(range(0, n - nb, nb)):  # panel k, at k0, has trailing columns [k1, n)
+    for k, k0 in enumerate(range(0, n - nb, nb)):  # panel (block) k, at k0, has trailing columns [k1, n)
         src = A if k0 == 0 else H
         k1 = k0 + nb
         T_next, W_next, V_next = T[(k + 1) % 2], W[(k + 1) % 2], V_parts[(k + 1) % 2]
         buffers = (T[k % 2], T_next, W[k % 2], W_next, V_parts[k % 2], V_next)  # in _panel_update's order
         update(k0, src, buffers, k1, min(k1 + nb, n) if look_ahead else n, chunks, False)
-        factor(k1, H, T_next, V_next)
+        factor(k1, H, T_next, V_next, W_next)
         if k1 + nb < n:
             if look_ahead:
                 chunks = update(k0, src, buffers, k1 + nb, n, chunks, True)
@@ -817,10 +913,13 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_
         _factor_small(A, H, tau, launch)
         return
     small = _latency_bound(A)
+    registers = n <= MAX_REGISTER_PANEL_ROWS
     blocked = dict(panel_width=NARROW_PANEL_WIDTH if small else PANEL_WIDTH, max_register_rows=MAX_REGISTER_PANEL_ROWS,
                    update_programs=_update_programs(A.device),
-                   products_cols=TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS, look_ahead=not small)
-    if not small and n <= MAX_REGISTER_PANEL_ROWS and _dependent_launch(A.device)["PDL"]:
+                   products_cols=TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS, look_ahead=not small,
+                   block_panels=BLOCK_PANELS if registers and not small and A.shape[0] > _multiprocessors(A.device)
+                   else 1)
+    if not small and registers and _dependent_launch(A.device)["PDL"]:
         parts = PARTS_OWN_SM if A.shape[0] <= _multiprocessors(A.device) else PARTS_SHARED
         _factor_in_parts(A, H, tau, min(parts, A.shape[0]), launch, **blocked)
     else:
@@ -840,7 +939,7 @@ def _outputs(A: torch.Tensor):
 
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
                update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True,
-               parts: int = 0):
+               parts: int = 0, block_panels: int = 1):
     """The blocked path on its own, for any n, in either order of the update (tests use narrow panels to reach
     many panels at small n, and many update programs to split the update's rows); with parts >= 1, the batch in
     that many parts with flags (``_factor_in_parts``)."""
@@ -851,7 +950,7 @@ def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_row
     H, tau = _outputs(A)
     blocked = dict(panel_width=panel_width, max_register_rows=max_register_rows,
                    update_programs=update_programs or _update_programs(A.device), products_cols=products_cols,
-                   look_ahead=look_ahead)
+                   look_ahead=look_ahead, block_panels=block_panels)
     if parts:
         _factor_in_parts(A, H, tau, parts, **blocked)
     else:

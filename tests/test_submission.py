@@ -112,6 +112,49 @@ def test_parts_at_most_the_batch(parts):
         sub.qr_blocked(A, panel_width=16, parts=parts)
 
 
+@pytest.mark.parametrize("look_ahead", [True, False])
+@pytest.mark.parametrize("case", reference.CASES)
+def test_every_case_kind_blocks_of_two_panels(case, look_ahead):
+    # Blocks of two 16-column panels: 32 + 24, the last block's panel b 8 columns wide (its V and T are joined
+    # only where the block has trailing columns: here the first).
+    A = _input(2, 56, case, seed=12)
+    _check(A, sub.qr_blocked(A, panel_width=16, look_ahead=look_ahead, block_panels=2))
+
+
+@pytest.mark.parametrize("parts", [0, 2])
+@pytest.mark.parametrize("n", [70, 96])
+def test_blocks_of_two_panels_rows_in_chunks(n, parts):
+    # 64 update programs cut the rows of every update in chunks, the update of panel b by panel a included;
+    # n = 70: a last block of one 6-column panel a and no panel b; n = 96: three whole blocks.  With parts, the
+    # batch in two chains with flags.
+    A = _input(3, n, "rowscale", seed=13)
+    _check(A, sub.qr_blocked(A, panel_width=16, update_programs=64, parts=parts, block_panels=2))
+
+
+def test_blocks_of_two_panels_need_register_panels():
+    A = _input(1, 40)
+    with pytest.raises(ValueError, match="blocks of panels need register panels: n 40 > max_register_rows 16"):
+        sub.qr_blocked(A, panel_width=16, max_register_rows=16, block_panels=2)
+    with pytest.raises(ValueError, match="block_panels 3 is not 1 or 2"):
+        sub.qr_blocked(A, panel_width=16, block_panels=3)
+
+
+@pytest.mark.parametrize("batch,n,blocks", [(40, 512, True), (9, 1000, True), (2, 2048, False), (8, 200, False)])
+def test_blocks_of_two_panels_only_for_many_large_matrices(batch, n, blocks):
+    # The launches _factor makes (recorded, not run): blocks of two panels (a _join_panels launch per block with
+    # trailing columns) for a large input with register panels and more matrices than multiprocessors (1 under the
+    # interpreter); not where panels are split (n > MAX_REGISTER_PANEL_ROWS) or for a latency-bound input.
+    A = torch.empty(batch, n, n)
+    kernels = []
+    sub._factor(A, torch.empty_like(A), torch.empty(batch, n), lambda kernel, grid, *args, **options:
+                kernels.append(kernel))
+    assert kernels.count(sub._join_panels) == (_cdiv(n, 2 * sub.PANEL_WIDTH) - 1 if blocks else 0)
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
 @triton.jit
 def _split_kernel(X, HI, LO, N: tl.constexpr):
     i = tl.arange(0, N)
@@ -198,6 +241,7 @@ def test_default_blocked_path_with_one_column_last_panel():
 FACTORIZATIONS = {
     "small n24": (24, sub.custom_kernel),
     "blocked n40": (40, lambda A: sub.qr_blocked(A, panel_width=16)),
+    "blocks of two panels n40": (40, lambda A: sub.qr_blocked(A, panel_width=16, block_panels=2)),
 }
 
 

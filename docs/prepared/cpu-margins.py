@@ -1,13 +1,14 @@
 """CPU (the Triton interpreter): entries side by side on the blocked path, a variant's margins and bits before
 its device call.
 
-    python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick]
+    python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick] [--block-panels 2]
 
 For each configuration (n, panel width, register rows; tf32 parts below n = 128, bf16 parts above, register and
 split panels, both update orders) and case kind, every entry factors the same input through its
 ``_factor_blocked`` and the contest's checks give its two margins (fractions of the gates).  Each line also says
 whether the entries gave the same bits as the first.
-Exit status 1 if any check fails.  --quick: three case kinds instead of all.
+Exit status 1 if any check fails.  --quick: three case kinds instead of all.  --block-panels 2: panels in blocks
+of two (``_factor_blocked``'s ``block_panels``), on the configurations with register panels only.
 """
 
 import argparse
@@ -28,11 +29,12 @@ CONFIGS = [(64, 16, 64, False), (100, 16, 32, True), (127, 32, 128, True), (130,
            (144, 16, 256, False), (160, 32, 64, True)]
 
 
-def run(entry, A, width: int, register_rows: int, look_ahead: bool):
+def run(entry, A, width: int, register_rows: int, look_ahead: bool, block_panels: int):
     """(H, tau) of one blocked factorization."""
     H, tau = entry._outputs(A)
+    blocks = dict(block_panels=block_panels) if block_panels > 1 else {}  # entries before v64 lack the argument
     entry._factor_blocked(A, H, tau, panel_width=width, max_register_rows=register_rows, update_programs=64,
-                          products_cols=64, look_ahead=look_ahead)
+                          products_cols=64, look_ahead=look_ahead, **blocks)
     return H, tau
 
 
@@ -40,17 +42,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("entries", nargs="+")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--block-panels", type=int, default=1, choices=(1, 2))
     args = parser.parse_args()
     entries = {Path(path).name: load_module(path) for path in args.entries}
     cases = ("rowscale", "clustered", "mixed") if args.quick else reference.CASES
     failed, worst = False, collections.defaultdict(float)
     for n, width, register_rows, look_ahead in CONFIGS:
+        if args.block_panels > 1 and register_rows < 1 << (n - 1).bit_length():  # split panels: no blocks
+            continue
         for case in cases:
             A = reference.generate_input(2, n, 3, 7, case)
-            config = f"n{n} nb{width} rows{register_rows} {'ahead' if look_ahead else 'plain'}"
+            config = (f"n{n} nb{width} rows{register_rows} {'ahead' if look_ahead else 'plain'}"
+                      + (f" blocks{args.block_panels}" if args.block_panels > 1 else ""))
             line, first = f"{config:24s} {case:13s}", None
             for name, entry in entries.items():
-                H, tau = run(entry, A, width, register_rows, look_ahead)
+                H, tau = run(entry, A, width, register_rows, look_ahead, args.block_panels)
                 result = reference.check_details(A, (H, tau))
                 failed |= not result.ok
                 worst[name] = max(worst[name], result.factor_margin, result.orth_margin)
