@@ -38,7 +38,8 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      and 2 work on blocks of BLOCK_PANELS = 2 panels: panel a is factored, panel b's NB columns are updated by
      it, panel b is factored, and ``_join_panels`` joins the two compact WY forms into the block's,
      ``H_a H_b = I - [V_a V_b] T [V_a V_b]ᵀ`` with ``T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]]``, which updates
-     the rest: one read and one write of the trailing matrix per 2 NB columns, not per NB.
+     the rest: one read and one write of the trailing matrix per 2 NB columns, not per NB.  Each panel stores
+     its V's parts straight into their place in the block's (rows V_WIDTH = 2 NB apart).
 A small matrix (n <= SMALL_N_MAX) is factored whole by one warp (``_factor_small_matrix``): a column per thread,
 so that a reflector's sums over rows are each thread's own, and its steps unrolled.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
@@ -279,21 +280,22 @@ def _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w):
 
 
 @triton.jit
-def _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3: tl.constexpr):
+def _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3: tl.constexpr, WIDTH: tl.constexpr):
     """Store V of the finished panel rows P [R, G, 4] (panel-relative ``rows``; the vectors below the diagonal, 1
-    on it, 0 above) as its two parts (``_split``) into ``V_out`` [batch, 2, n, NB], row r at r NB (a row starts on
-    NB elements, so its runs are aligned as ``_panel_tile`` marks them, whatever the panel's own alignment:
-    marked, the store keeps the panel in the layout of its load, so that it is factored the same way with and
-    without SHUFFLE)."""
+    on it, 0 above) as its two parts (``_split``) into ``V_out`` [batch, 2, n, WIDTH] (WIDTH = NB, or a block's
+    2 NB with ``V_out`` at the panel's place in the block), row r at r WIDTH (a row starts on a multiple of 4
+    elements, so its runs are aligned as ``_panel_tile`` marks them, whatever the panel's own alignment: marked,
+    the store keeps the panel in the layout of its load, so that it is factored the same way with and without
+    SHUFFLE)."""
     R: tl.constexpr = P.shape[0]
     NB: tl.constexpr = P.shape[1] * P.shape[2]
-    offsets = rows[:, None] * NB + tl.arange(0, NB)[None, :]
+    offsets = rows[:, None] * WIDTH + tl.arange(0, NB)[None, :]
     r = rows[:, None, None]
     V = tl.where(r > cols[None, :, :], P, tl.where(r == cols[None, :, :], 1.0, 0.0))
     hi, lo = _split(tl.reshape(V, [R, NB]), BF16X3)
-    matrix = V_out + b * 2 * n * NB
+    matrix = V_out + b * 2 * n * WIDTH
     tl.store(_panel_tile(matrix, offsets, True), hi, mask=inside)
-    tl.store(_panel_tile(matrix + n * NB, offsets, True), lo, mask=inside)
+    tl.store(_panel_tile(matrix + n * WIDTH, offsets, True), lo, mask=inside)
 
 
 @triton.jit
@@ -321,12 +323,13 @@ def _store_T(T_out, b, lower, taus, t_rows, cols):
 
 @triton.jit
 def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
-                  ROWS: tl.constexpr, NB: tl.constexpr, WRITE_T: tl.constexpr, SHUFFLE: tl.constexpr,
-                  BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
+                  ROWS: tl.constexpr, NB: tl.constexpr, V_WIDTH: tl.constexpr, WRITE_T: tl.constexpr,
+                  SHUFFLE: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
     rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T (the
     panel has trailing columns), the T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per
-    reflector (see ``_reflector``), and V's parts for the update (``V_out``, see ``_store_V_parts``)."""
+    reflector (see ``_reflector``), and V's parts for the update (``V_out``, rows V_WIDTH apart, see
+    ``_store_V_parts``)."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     _await(counters, b, wait, FLAGS)
@@ -357,7 +360,7 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
         tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
-        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3)
+        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3, V_WIDTH)
     _signal(counters, b, FLAGS)
 
 
@@ -372,35 +375,29 @@ def _unit_lower(H, b, n, k, r, vc):
 
 
 @triton.jit
-def _join_panels(H, T_a_in, T_b_in, T_out, V_out, n, k0, counters, wait, NB: tl.constexpr, BF16X3: tl.constexpr,
-                 FLAGS: tl.constexpr, PDL: tl.constexpr):
+def _join_panels(H, T_a_in, T_b_in, T_out, V_out, n, k0, counters, wait, NB: tl.constexpr, FLAGS: tl.constexpr,
+                 PDL: tl.constexpr):
     """The compact WY form of the block of two panels a, b at k0 and k0 + NB of matrix b = program id, from the
     panels' own: with H_a = I - V_a T_a V_aᵀ and H_b likewise, H_a H_b = I - V T Vᵀ for V = [V_a V_b] and
-    T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]].  Reads V_a and V_b from H in float32 (``_unit_lower``), T_a and
-    T_b from ``T_a_in`` and ``T_b_in`` [batch, NB, NB]; sums V_aᵀ V_b (compensated tf32) over the block's rows
-    while it stores V's parts for the update (``V_out`` [batch, 2, n, 2 NB], laid out as ``_store_V_parts`` lays
-    a panel's), then writes T (``T_out`` [batch, 2 NB, 2 NB])."""
+    T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]].  Sums V_aᵀ V_b (compensated tf32) over the rows of panel b, V_a
+    and V_b read from H in float32 (``_unit_lower``), reads T_a and T_b from ``T_a_in`` and ``T_b_in`` [batch,
+    NB, NB] and writes T (``T_out`` [batch, 2 NB, 2 NB]).  The panels have stored their V's parts in their places
+    in the block's (``V_out`` [batch, 2, n, 2 NB]); this adds the zeros of V_b above panel b."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     _await(counters, b, wait, FLAGS)
     ROWS: tl.constexpr = 32  # rows per step
     WIDTH: tl.constexpr = 2 * NB
     vc = tl.arange(0, NB)
-    V = V_out + b * 2 * n * WIDTH
     G = tl.zeros([NB, NB], dtype=tl.float32)
-    for r0 in range(0, n - k0, ROWS):
-        r = r0 + tl.arange(0, ROWS)
-        V_a = _unit_lower(H, b, n, k0, r, vc)
-        V_b = _unit_lower(H, b, n, k0 + NB, r - NB, vc)
-        G += tl.dot(tl.trans(V_a), V_b, input_precision="tf32x3")
-        at = V + r[:, None] * WIDTH + vc[None, :]
-        inside = r[:, None] < n - k0
-        a_hi, a_lo = _split(V_a, BF16X3)
-        b_hi, b_lo = _split(V_b, BF16X3)
-        tl.store(at, a_hi, mask=inside)
-        tl.store(at + n * WIDTH, a_lo, mask=inside)
-        tl.store(at + NB, b_hi, mask=inside)
-        tl.store(at + NB + n * WIDTH, b_lo, mask=inside)
+    for r0 in range(0, n - k0 - NB, ROWS):
+        r = r0 + tl.arange(0, ROWS)  # rows of panel b
+        G += tl.dot(tl.trans(_unit_lower(H, b, n, k0, r + NB, vc)), _unit_lower(H, b, n, k0 + NB, r, vc),
+                    input_precision="tf32x3")
+    zeros = tl.zeros([NB, NB], dtype=V_out.dtype.element_ty)
+    V = V_out + b * 2 * n * WIDTH + vc[:, None] * WIDTH + NB + vc[None, :]
+    tl.store(V, zeros)
+    tl.store(V + n * WIDTH, zeros)
     T_a = tl.load(T_a_in + (b * NB + vc[:, None]) * NB + vc[None, :])
     T_b = tl.load(T_b_in + (b * NB + vc[:, None]) * NB + vc[None, :])
     T_ab = -tl.dot(tl.dot(T_a, G, input_precision="ieee"), T_b, input_precision="ieee")
@@ -482,7 +479,7 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, V_out, n, k0, j, step, NB
             tl.store(tau_out + b * n + k0 + cols, tl.broadcast_to(tau[:, None], cols.shape), mask=cols == j - 1)
             tl.store(grams + (b * NB + j - 1) * NB + cols, tl.where(cols < j - 1, w, 0.0))
     if STORE_V:
-        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3)
+        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3, NB)
     if j < NB:
         d_part, m_part = _fold_sums(P, _pick(P, cols[None, :, :], j, SHUFFLE), rows, cols, j)
         current = slot + (step % 3) * 2 * NB
@@ -491,14 +488,15 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, V_out, n, k0, j, step, NB
 
 
 @triton.jit
-def _load_V_parts(V_in, b, n, r, c, row_end, NB: tl.constexpr):
-    """The two parts of a block of a panel's V from ``V_in`` [batch, 2, n, NB], as the panel stored them
-    (``_store_V_parts``): rows ``r`` (panel-relative; rows outside [0, row_end) read as 0) and columns ``c``,
-    broadcast to the block's shape: ``rr[:, None]`` and ``vc[None, :]`` give V's rows, ``rr[None, :]`` and
-    ``vc[:, None]`` the same block transposed (loaded so, it goes to the tensor cores as it lies in memory)."""
+def _load_V_parts(V_in, b, n, r, c, row_end, NB: tl.constexpr, WIDTH: tl.constexpr):
+    """The two parts of a block of a panel's V (NB columns) from ``V_in`` [batch, 2, n, WIDTH], as the panel
+    stored them (``_store_V_parts``): rows ``r`` (panel-relative; rows outside [0, row_end) read as 0) and
+    columns ``c``, broadcast to the block's shape: ``rr[:, None]`` and ``vc[None, :]`` give V's rows,
+    ``rr[None, :]`` and ``vc[:, None]`` the same block transposed (loaded so, it goes to the tensor cores as it
+    lies in memory)."""
     inside = (r >= 0) & (r < row_end) & (c < NB)
-    at = V_in + b * 2 * n * NB + r * NB + c
-    return tl.load(at, mask=inside, other=0.0), tl.load(at + n * NB, mask=inside, other=0.0)
+    at = V_in + b * 2 * n * WIDTH + r * WIDTH + c
+    return tl.load(at, mask=inside, other=0.0), tl.load(at + n * WIDTH, mask=inside, other=0.0)
 
 
 @triton.jit
@@ -574,12 +572,14 @@ def _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB: tl.constexpr):
 
 @triton.jit
 def _panel_products(src, tau_in, grams, T_out, V_in, W_out, n, k0, tiles, chunks, slots, counters, wait,
-                    NB: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr,
-                    BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
+                    NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
+                    CHUNK_ROWS: tl.constexpr, BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr,
+                    PDL: tl.constexpr):
     """Vᵀ C of the panel at k0 (every panel of a latency-bound input; of a large input only the first, whose
-    later panels' products come with the update before them, see ``_panel_update``): program (b, t, c) writes
-    ``W_out[b, c]`` over its chunk of CHUNK_ROWS rows of the trailing tile C = src[b, k0:, c0:c0+TILE_COLS].
-    After a split panel (BUILD_T) program (b, 0, 0) also builds its T."""
+    later panels' products come with the update before them, see ``_panel_update``, and a block's panel a):
+    program (b, t, c) writes ``W_out[b, c]`` over its chunk of CHUNK_ROWS rows of the trailing tile
+    C = src[b, k0:, c0:c0+TILE_COLS], V's parts from ``V_in`` (rows V_WIDTH apart).  After a split panel
+    (BUILD_T) program (b, 0, 0) also builds its T."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     _await(counters, b, wait, FLAGS)
@@ -592,7 +592,7 @@ def _panel_products(src, tau_in, grams, T_out, V_in, W_out, n, k0, tiles, chunks
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
-        Vt_hi, Vt_lo = _load_V_parts(V_in, b, n, rr[None, :], vc[:, None], row_end, NB)
+        Vt_hi, Vt_lo = _load_V_parts(V_in, b, n, rr[None, :], vc[:, None], row_end, NB, V_WIDTH)
         C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
                     mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
         C_hi, C_lo = _split(C, BF16X3)
@@ -603,16 +603,16 @@ def _panel_products(src, tau_in, grams, T_out, V_in, W_out, n, k0, tiles, chunks
 
 @triton.jit
 def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles,
-                  chunks, in_chunks, slots, counters, wait, NB: tl.constexpr, TILE_COLS: tl.constexpr,
-                  TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BUILD_T: tl.constexpr,
-                  BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
+                  chunks, in_chunks, slots, counters, wait, NB: tl.constexpr, V_WIDTH: tl.constexpr,
+                  TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr,
+                  BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Update of columns [c_begin, c_end) by the panel at k0: program (b, t, c) sums W = Vᵀ C over the
     ``in_chunks`` parts in ``W_in`` for its tile of TILE_COLS columns, and updates its chunk of the tile's rows,
-    H <- C - V (Tᵀ W) with C read from ``src`` and V's parts from ``V_in``.  With NEXT, the next panel (at
-    k1 = k0 + NB) has already been factored and these are its trailing columns: from each updated block C' the
-    program also adds V₁ᵀ C' (V₁ the next panel's reflectors, its parts from ``V_next``) into ``W_out[b, c]``, so
-    the next update finds its Vᵀ C without another pass over the matrix; after a split next panel (BUILD_T)
-    program (b, 0, 0) also builds its T into ``T_next``."""
+    H <- C - V (Tᵀ W) with C read from ``src`` and V's parts from ``V_in`` (rows V_WIDTH apart).  With NEXT,
+    the next panel (at k1 = k0 + NB) has already been factored and these are its trailing columns: from each
+    updated block C' the program also adds V₁ᵀ C' (V₁ the next panel's reflectors, its parts from ``V_next``) into
+    ``W_out[b, c]``, so the next update finds its Vᵀ C without another pass over the matrix; after a split next
+    panel (BUILD_T) program (b, 0, 0) also builds its T into ``T_next``."""
     _follow(PDL)
     b, t, c = _update_program(tiles, chunks)
     _await(counters, b, wait, FLAGS)
@@ -630,14 +630,14 @@ def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, V_in, V_next
     W_next = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
-        V_hi, V_lo = _load_V_parts(V_in, b, n, rr[:, None], vc[None, :], row_end, NB)
+        V_hi, V_lo = _load_V_parts(V_in, b, n, rr[:, None], vc[None, :], row_end, NB, V_WIDTH)
         c_offsets = b * n * n + (k0 + rr[:, None]) * n + tc[None, :]
         c_ok = (rr[:, None] < row_end) & (tc[None, :] < c_end)
         C = tl.load(src + c_offsets, mask=c_ok, other=0.0)
         C -= _dot_parts(V_hi, V_lo, Z_hi, Z_lo)
         tl.store(H + c_offsets, C, mask=c_ok)
         if NEXT:  # the next panel's rows are these rows less NB (V₁ is 0 above its diagonal)
-            Nt_hi, Nt_lo = _load_V_parts(V_next, b, n, rr[None, :] - NB, vc[:, None], row_end - NB, NB)
+            Nt_hi, Nt_lo = _load_V_parts(V_next, b, n, rr[None, :] - NB, vc[:, None], row_end - NB, NB, NB)
             C_hi, C_lo = _split(C, BF16X3)
             W_next += _dot_parts(Nt_hi, Nt_lo, C_hi, C_lo)
     if NEXT:
@@ -756,10 +756,9 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     W = torch.empty((2, batch * slots * nb * n), dtype=torch.float32, device=dev)
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
     sums = torch.zeros((batch, 3, 2, nb) if split(0) else (1,), dtype=torch.float32, device=dev)
-    # A block's two panels a and b keep their own T and V's parts (V_a's, for the update of b by a) here.
+    # A block's two panels a and b keep their own T here (their V's parts go straight into the block's).
     T_panels = torch.empty((2, batch, panel_width, panel_width) if block_panels > 1 else (2, 1), dtype=torch.float32,
                            device=dev)
-    V_panel = torch.empty((batch, 2, n, panel_width) if block_panels > 1 else (1,), dtype=parts_dtype, device=dev)
     step = 0
     # With flags, the programs each matrix has finished (see _await), and the count the next launch waits for.
     counters = torch.zeros(batch if flags else 1, dtype=torch.int32, device=dev)
@@ -791,16 +790,16 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
             register_panel(k0, src, T_k, V_k)
         else:  # panel a; its update of panel b's columns (from src, into H); panel b; the block's T and V
             b0, b_end = k0 + panel_width, min(k0 + nb, n)
-            register_panel(k0, src, T_panels[0], V_panel)
+            register_panel(k0, src, T_panels[0], V_k)  # V's parts straight into their places in the block's
             if b0 < n:
-                chunks = products(k0, src, T_panels[0], V_panel, W_k, panel_width, b_end, panel_width)
-                update(k0, src, (T_panels[0], T_panels[0], W_k, W_k, V_panel, V_panel), b0, b_end, chunks, False,
+                chunks = products(k0, src, T_panels[0], V_k, W_k, panel_width, b_end, panel_width)
+                update(k0, src, (T_panels[0], T_panels[0], W_k, W_k, V_k, V_k), b0, b_end, chunks, False,
                        panel_width, panel_width)
-                register_panel(b0, H, T_panels[1], V_panel)
+                register_panel(b0, H, T_panels[1], V_k[:, :, panel_width:, panel_width:])
             if b_end < n:
                 options, sync = order(1, pdl)
                 launch(_join_panels, (batch,), H, T_panels[0], T_panels[1], T_k, V_k, n, k0, *sync, NB=panel_width,
-                       BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
+                       num_warps=UPDATE_WARPS, **options)
 
     def register_panel(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
         """One panel of panel_width columns at k0 in a program's registers, T and V's parts where it has
@@ -808,7 +807,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         tile_rows = rows(k0)
         options, sync = order(1, panel_launch)
         launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, NB=panel_width,
-               WRITE_T=k0 + panel_width < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
+               V_WIDTH=nb, WRITE_T=k0 + panel_width < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
                num_warps=_panel_warps(tile_rows, panel_width, floats_per_thread), **options)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor, W_k: torch.Tensor,
@@ -820,7 +819,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         options, sync = order(tiles * chunks, pdl)
         launch(
             _panel_products, (tiles * chunks * batch,), src, tau, grams, T_k, V_k, W_k, n, k0, tiles, chunks, slots,
-            *sync, NB=width, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
+            *sync, NB=width, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
             BUILD_T=split(k0), BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
         return chunks
 
@@ -832,7 +831,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         options, sync = order(tiles * chunks, pdl)
         launch(
             _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles,
-            chunks, in_chunks, slots, *sync, NB=width, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS,
+            chunks, in_chunks, slots, *sync, NB=width, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS,
             CHUNK_ROWS=chunk_rows, NEXT=next_products, BUILD_T=next_products and split(k0 + width), BF16X3=bf16x3,
             num_warps=UPDATE_WARPS, maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **options)
         return chunks
