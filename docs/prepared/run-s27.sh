@@ -3,6 +3,8 @@
 # cost apart"): the committed entry ("head") against variants made here from it under /tmp/s27, by the patches
 # beside this script or by one constant.  Nothing to carry.  Each step has its own time limit (at most 190 s) and
 # writes its log under $OUT; a machine taken back mid-call returns nothing, so run one or two steps a call.
+# The patches are against the entry of that session (commit 4e637fc): since v64 run it on a tree whose
+# submission.py is that one (git checkout 4e637fc -- submission.py).
 #   bash docs/prepared/run-s27.sh 1     # ab_bench n512 b640, n1024 b60: head, tw, zl, r128, s4
 #   bash docs/prepared/run-s27.sh 2     # Nsight Compute: two update launches of n512 b640 (tw), with the
 #                                       # stall samples instruction by instruction ($OUT/n512-sass.csv)

@@ -6,7 +6,7 @@
 # one program factors the whole block, updating panel b by panel a and joining the two T itself; s1 the same with
 # its row loops unpipelined; nou / noj without the update of panel b / the joined T, wrong results: for kernel
 # times only).  Nothing to carry.  Each step has its own time limit and writes its log under $OUT; the compiles
-# of a cold machine take most of a step.
+# of a cold machine take most of a step.  The patches are against the entry of commit 8476943 (v65).
 #   bash docs/prepared/run-s28.sh 1     # ab_bench n512 b640 dense: one, v64a, s1, v64
 #   bash docs/prepared/run-s28.sh 2     # ab_bench n1024 b60 dense: one, all
 #   bash docs/prepared/run-s28.sh 3     # ab_bench n512 b640 rankdef, clustered, mixed: one, v64
@@ -15,6 +15,8 @@
 #   bash docs/prepared/run-s28.sh 6     # race check (n512 b640, n512 b200, n300 b150, n1000 b140), GPU tests
 #   bash docs/prepared/run-s28.sh 7     # v65 (the entry: panels store V's parts in the block's) against v64
 #                                       # (s28-v64.diff: the join stores them): ab_bench n512 b640 dense; race check
+#   bash docs/prepared/run-s28.sh 8     # prepared, not run: ab_bench n512 b640 dense: v65, pt2 (PARTS_SHARED = 2:
+#                                       # two chains of blocks), st2 (the 64-column updates at 2 pipeline stages)
 set -u
 STEPS=${1:-1}
 V=/tmp/s28
@@ -32,7 +34,11 @@ sed "$UNPIPELINED" $V/v64a.py > $V/s1.py
 sed 's/^                _update_next_panel(src, H, T_before, b, n, ks - NB, NB)/                pass/' $V/v64a.py \
     > $V/nou.py
 sed 's/^            _join_T(H, T_out, V_out, b, n, k0, NB)/            pass/' $V/v64a.py > $V/noj.py
-for f in one:v64 all:v64 s1:v64a nou:v64a noj:v64a v64:v65; do
+sed 's/^PARTS_SHARED = 1/PARTS_SHARED = 2/' submission.py > $V/pt2.py
+UPDATE_LAUNCH='maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, \*\*options)'
+STAGES2='maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, num_stages=2 if width == 64 else 3, **options)'
+sed "s/$UPDATE_LAUNCH/$STAGES2/" submission.py > $V/st2.py
+for f in one:v64 all:v64 s1:v64a nou:v64a noj:v64a v64:v65 pt2:v65 st2:v65; do
     cmp -s $V/${f#*:}.py $V/${f%:*}.py && { echo "run-s28.sh: ${f%:*}.py is unchanged"; exit 1; }
 done
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -55,4 +61,6 @@ nvidia-smi --query-gpu=name --format=csv,noheader
     timeout 120 python tests/gpu/ab_bench.py 512:640:dense $V/v64.py $V/v65.py 2>&1 | tee "$OUT/ab-v65.txt"
     timeout 60 python tests/gpu/race_check.py 512:640:mixed submission.py --repeats 6 2>&1 | tee "$OUT/race-v65.txt"
 }
+[[ $STEPS == *8* ]] && timeout 190 python tests/gpu/ab_bench.py 512:640:dense $V/v65.py $V/pt2.py $V/st2.py 2>&1 \
+    | tee "$OUT/ab-s29.txt"
 exit 0
