@@ -17,6 +17,9 @@
 #                                       # (s28-v64.diff: the join stores them): ab_bench n512 b640 dense; race check
 #   bash docs/prepared/run-s28.sh 8     # prepared, not run: ab_bench n512 b640 dense: v65, pt2 (PARTS_SHARED = 2:
 #                                       # two chains of blocks), st2 (the 64-column updates at 2 pipeline stages)
+#   bash docs/prepared/run-s28.sh 9     # prepared, not run: v66 (s28-v66.diff: V_aᵀ V_b formed beside the update,
+#                                       # the join a short launch) against v65: ab_bench n512 b640 dense; n1024 b60
+#                                       # dense with blocks for any batch (v65all, v66all); race check of v66
 set -u
 STEPS=${1:-1}
 V=/tmp/s28
@@ -38,7 +41,11 @@ sed 's/^PARTS_SHARED = 1/PARTS_SHARED = 2/' submission.py > $V/pt2.py
 UPDATE_LAUNCH='maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, \*\*options)'
 STAGES2='maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, num_stages=2 if width == 64 else 3, **options)'
 sed "s/$UPDATE_LAUNCH/$STAGES2/" submission.py > $V/st2.py
-for f in one:v64 all:v64 s1:v64a nou:v64a noj:v64a v64:v65 pt2:v65 st2:v65; do
+cp submission.py $V/v66.py && patch -s $V/v66.py $P/s28-v66.diff \
+    || { echo "run-s28.sh: s28-v66.diff does not apply"; exit 1; }
+sed 's/ and A.shape\[0\] > _multiprocessors(A.device)$//' submission.py > $V/v65all.py
+sed 's/ and A.shape\[0\] > _multiprocessors(A.device)$//' $V/v66.py > $V/v66all.py
+for f in one:v64 all:v64 s1:v64a nou:v64a noj:v64a v64:v65 pt2:v65 st2:v65 v66:v65 v65all:v65 v66all:v66; do
     cmp -s $V/${f#*:}.py $V/${f%:*}.py && { echo "run-s28.sh: ${f%:*}.py is unchanged"; exit 1; }
 done
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -63,4 +70,11 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 }
 [[ $STEPS == *8* ]] && timeout 190 python tests/gpu/ab_bench.py 512:640:dense $V/v65.py $V/pt2.py $V/st2.py 2>&1 \
     | tee "$OUT/ab-s29.txt"
+[[ $STEPS == *9* ]] && {
+    timeout 150 python tests/gpu/ab_bench.py 512:640:dense $V/v65.py $V/v66.py 2>&1 | tee "$OUT/ab-v66.txt"
+    timeout 150 python tests/gpu/ab_bench.py 1024:60:dense $V/v65.py $V/v65all.py $V/v66all.py 2>&1 \
+        | tee "$OUT/ab-v66-1024.txt"
+    timeout 90 python tests/gpu/race_check.py 512:640:mixed,1000:140:band $V/v66.py --repeats 6 2>&1 \
+        | tee "$OUT/race-v66.txt"
+}
 exit 0
