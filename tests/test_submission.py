@@ -148,11 +148,7 @@ def test_blocks_of_two_panels_only_for_many_large_matrices(batch, n, blocks):
     kernels = []
     sub._factor(A, torch.empty_like(A), torch.empty(batch, n), lambda kernel, grid, *args, **options:
                 kernels.append(kernel))
-    assert kernels.count(sub._join_panels) == (_cdiv(n, 2 * sub.PANEL_WIDTH) - 1 if blocks else 0)
-
-
-def _cdiv(a, b):
-    return -(-a // b)
+    assert kernels.count(sub._join_panels) == (sub._cdiv(n, 2 * sub.PANEL_WIDTH) - 1 if blocks else 0)
 
 
 @triton.jit
