@@ -39,7 +39,9 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      it, panel b is factored, and ``_join_panels`` joins the two compact WY forms into the block's,
      ``H_a H_b = I - [V_a V_b] T [V_a V_b]ᵀ`` with ``T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]]``, which updates
      the rest: one read and one write of the trailing matrix per 2 NB columns, not per NB.  Each panel stores
-     its V's parts straight into their place in the block's (rows V_WIDTH = 2 NB apart).
+     its V's parts straight into their place in the block's (rows V_WIDTH = 2 NB apart).  V_aᵀ V_b is summed
+     from those parts by an extra column tile of the launch that first reads them (the update before, with its
+     look-ahead; ``_gram_part``), a part per row chunk, so that the join is only two small products.
 A small matrix (n <= SMALL_N_MAX) is factored whole by one warp (``_factor_small_matrix``): a column per thread,
 so that a reflector's sums over rows are each thread's own, and its steps unrolled.
 A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
@@ -365,39 +367,21 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
 
 
 @triton.jit
-def _unit_lower(H, b, n, k, r, vc):
-    """Rows ``r`` (relative to k; rows outside [0, n - k) read as 0) and columns ``vc`` of the V of the panel at
-    column k, in float32 from H: the vectors below the diagonal, 1 on it, 0 above."""
-    inside = (r[:, None] >= 0) & (r[:, None] < n - k) & (k + vc[None, :] < n)
-    below = tl.load(H + b * n * n + (k + r[:, None]) * n + k + vc[None, :], mask=inside & (r[:, None] > vc[None, :]),
-                    other=0.0)
-    return tl.where(inside & (r[:, None] == vc[None, :]), 1.0, below)
-
-
-@triton.jit
-def _join_panels(H, T_a_in, T_b_in, T_out, V_out, n, k0, counters, wait, NB: tl.constexpr, FLAGS: tl.constexpr,
-                 PDL: tl.constexpr):
-    """The compact WY form of the block of two panels a, b at k0 and k0 + NB of matrix b = program id, from the
-    panels' own: with H_a = I - V_a T_a V_aᵀ and H_b likewise, H_a H_b = I - V T Vᵀ for V = [V_a V_b] and
-    T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]].  Sums V_aᵀ V_b (compensated tf32) over the rows of panel b, V_a
-    and V_b read from H in float32 (``_unit_lower``), reads T_a and T_b from ``T_a_in`` and ``T_b_in`` [batch,
-    NB, NB] and writes T (``T_out`` [batch, 2 NB, 2 NB]).  The panels have stored their V's parts in their places
-    in the block's (``V_out`` [batch, 2, n, 2 NB]); this adds the zeros of V_b above panel b."""
+def _join_panels(grams, T_a_in, T_b_in, T_out, in_chunks, slots, counters, wait, NB: tl.constexpr,
+                 FLAGS: tl.constexpr, PDL: tl.constexpr):
+    """The compact WY form of the block of two panels a, b of matrix b = program id, from the panels' own: with
+    H_a = I - V_a T_a V_aᵀ and H_b likewise, H_a H_b = I - V T Vᵀ for V = [V_a V_b] and
+    T = [[T_a, -T_a (V_aᵀ V_b) T_b], [0, T_b]].  V_aᵀ V_b is the sum of the ``in_chunks`` parts in ``grams``
+    [batch, slots, NB, NB] (``_gram_part``, one a chunk of rows); T_a and T_b come from ``T_a_in`` and ``T_b_in``
+    [batch, NB, NB], T goes to ``T_out`` [batch, 2 NB, 2 NB]."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     _await(counters, b, wait, FLAGS)
-    ROWS: tl.constexpr = 32  # rows per step
     WIDTH: tl.constexpr = 2 * NB
     vc = tl.arange(0, NB)
     G = tl.zeros([NB, NB], dtype=tl.float32)
-    for r0 in range(0, n - k0 - NB, ROWS):
-        r = r0 + tl.arange(0, ROWS)  # rows of panel b
-        G += tl.dot(tl.trans(_unit_lower(H, b, n, k0, r + NB, vc)), _unit_lower(H, b, n, k0 + NB, r, vc),
-                    input_precision="tf32x3")
-    zeros = tl.zeros([NB, NB], dtype=V_out.dtype.element_ty)
-    V = V_out + b * 2 * n * WIDTH + vc[:, None] * WIDTH + NB + vc[None, :]
-    tl.store(V, zeros)
-    tl.store(V + n * WIDTH, zeros)
+    for q in range(0, in_chunks):
+        G += tl.load(grams + ((b * slots + q) * NB + vc[:, None]) * NB + vc[None, :])
     T_a = tl.load(T_a_in + (b * NB + vc[:, None]) * NB + vc[None, :])
     T_b = tl.load(T_b_in + (b * NB + vc[:, None]) * NB + vc[None, :])
     T_ab = -tl.dot(tl.dot(T_a, G, input_precision="ieee"), T_b, input_precision="ieee")
@@ -571,22 +555,44 @@ def _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB: tl.constexpr):
 
 
 @triton.jit
+def _gram_part(V, grams, b, c, slots, n, r_begin, r_end, TILE_ROWS: tl.constexpr, NB: tl.constexpr):
+    """Row chunk c's part of V_aᵀ V_b for the block of two panels whose V's parts are in ``V`` [batch, 2, n, 2 NB]
+    (V_a its first NB columns, V_b the others): the sum over the block's rows [r_begin, r_end) (rows before 0 read
+    as 0), from the parts as the update uses them (``_dot_parts``), into ``grams`` [batch, slots, NB, NB]."""
+    vc = tl.arange(0, NB)
+    G = tl.zeros([NB, NB], dtype=tl.float32)
+    for r0 in range(r_begin, r_end, TILE_ROWS):
+        rr = r0 + tl.arange(0, TILE_ROWS)
+        At_hi, At_lo = _load_V_parts(V, b, n, rr[None, :], vc[:, None], r_end, NB, 2 * NB)
+        B_hi, B_lo = _load_V_parts(V + NB, b, n, rr[:, None], vc[None, :], r_end, NB, 2 * NB)
+        G += _dot_parts(At_hi, At_lo, B_hi, B_lo)
+    tl.store(grams + ((b * slots + c) * NB + vc[:, None]) * NB + vc[None, :], G)
+
+
+@triton.jit
 def _panel_products(src, tau_in, grams, T_out, V_in, W_out, n, k0, tiles, chunks, slots, counters, wait,
                     NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
-                    CHUNK_ROWS: tl.constexpr, BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr,
-                    PDL: tl.constexpr):
+                    CHUNK_ROWS: tl.constexpr, BUILD_T: tl.constexpr, GRAM: tl.constexpr, BF16X3: tl.constexpr,
+                    FLAGS: tl.constexpr, PDL: tl.constexpr):
     """Vᵀ C of the panel at k0 (every panel of a latency-bound input; of a large input only the first, whose
     later panels' products come with the update before them, see ``_panel_update``, and a block's panel a):
     program (b, t, c) writes ``W_out[b, c]`` over its chunk of CHUNK_ROWS rows of the trailing tile
     C = src[b, k0:, c0:c0+TILE_COLS], V's parts from ``V_in`` (rows V_WIDTH apart).  After a split panel
-    (BUILD_T) program (b, 0, 0) also builds its T."""
+    (BUILD_T) program (b, 0, 0) also builds its T.  For a block of two panels (GRAM) the launch has a tile more,
+    whose programs (b, tiles, c) write chunk c's part of V_aᵀ V_b instead (``_gram_part``)."""
     _follow(PDL)
-    b, t, c = _update_program(tiles, chunks)
+    b, t, c = _update_program(tiles + GRAM, chunks)
     _await(counters, b, wait, FLAGS)
     vc = tl.arange(0, NB)
     if BUILD_T:
         if (t == 0) & (c == 0):
             _build_split_T(tau_in, grams, T_out, b, n, k0, vc, NB)
+    if GRAM:
+        if t == tiles:
+            _gram_part(V_in, grams, b, c, slots, n, c * CHUNK_ROWS, tl.minimum((c + 1) * CHUNK_ROWS, n - k0),
+                       TILE_ROWS, NB // 2)
+            _signal(counters, b, FLAGS)
+            return
     tc = k0 + NB + t * TILE_COLS + tl.arange(0, TILE_COLS)
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
@@ -605,21 +611,30 @@ def _panel_products(src, tau_in, grams, T_out, V_in, W_out, n, k0, tiles, chunks
 def _panel_update(src, H, tau_in, grams, T_in, T_next, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles,
                   chunks, in_chunks, slots, counters, wait, NB: tl.constexpr, V_WIDTH: tl.constexpr,
                   TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr,
-                  BUILD_T: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
+                  BUILD_T: tl.constexpr, GRAM: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr,
+                  PDL: tl.constexpr):
     """Update of columns [c_begin, c_end) by the panel at k0: program (b, t, c) sums W = Vᵀ C over the
     ``in_chunks`` parts in ``W_in`` for its tile of TILE_COLS columns, and updates its chunk of the tile's rows,
     H <- C - V (Tᵀ W) with C read from ``src`` and V's parts from ``V_in`` (rows V_WIDTH apart).  With NEXT,
     the next panel (at k1 = k0 + NB) has already been factored and these are its trailing columns: from each
     updated block C' the program also adds V₁ᵀ C' (V₁ the next panel's reflectors, its parts from ``V_next``) into
     ``W_out[b, c]``, so the next update finds its Vᵀ C without another pass over the matrix; after a split next
-    panel (BUILD_T) program (b, 0, 0) also builds its T into ``T_next``."""
+    panel (BUILD_T) program (b, 0, 0) also builds its T into ``T_next``; where the next panel is a block of two
+    (GRAM), the launch has a tile more, whose programs (b, tiles, c) write chunk c's part of its V_aᵀ V_b instead
+    (``_gram_part``), beside the update rather than on the block's chain."""
     _follow(PDL)
-    b, t, c = _update_program(tiles, chunks)
+    b, t, c = _update_program(tiles + GRAM, chunks)
     _await(counters, b, wait, FLAGS)
     vc = tl.arange(0, NB)
     if BUILD_T:
         if (t == 0) & (c == 0):
             _build_split_T(tau_in, grams, T_next, b, n, k0 + NB, vc, NB)
+    if GRAM:
+        if t == tiles:  # the next block's rows are these rows less NB
+            _gram_part(V_next, grams, b, c, slots, n, c * CHUNK_ROWS - NB,
+                       tl.minimum((c + 1) * CHUNK_ROWS, n - k0) - NB, TILE_ROWS, NB // 2)
+            _signal(counters, b, FLAGS)
+            return
     tc = c_begin + t * TILE_COLS + tl.arange(0, TILE_COLS)
     W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     for q in range(0, in_chunks):
@@ -750,9 +765,13 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     # float32 under the interpreter, see _bf16_parts).
     T = torch.empty((2, batch, nb, nb), dtype=torch.float32, device=dev)
     parts_dtype = torch.bfloat16 if bf16x3 and dev.type == "cuda" else torch.float32
-    V_parts = torch.empty((2, batch, 2, n, nb), dtype=parts_dtype, device=dev)
-    grams = torch.empty((batch, nb, nb), dtype=torch.float32, device=dev)
+    # A block's V_b is 0 above panel b: nothing writes those 32 x 32 entries of the block's V parts (the same for
+    # every block), so they are zeroed once.
+    V_parts = (torch.zeros if block_panels > 1 else torch.empty)((2, batch, 2, n, nb), dtype=parts_dtype, device=dev)
     slots = _row_chunks(n, 0, batch, update_programs)[0]
+    # The Gram rows of a split panel, or a block's V_aᵀ V_b in parts (a row chunk each, see _gram_part).
+    grams = torch.empty((batch, slots, panel_width, panel_width) if block_panels > 1 else (batch, nb, nb),
+                        dtype=torch.float32, device=dev)
     W = torch.empty((2, batch * slots * nb * n), dtype=torch.float32, device=dev)
     # Folded sums of the split panels' reflectors (see _reflect_split_panel), and that kernel's launch count.
     sums = torch.zeros((batch, 3, 2, nb) if split(0) else (1,), dtype=torch.float32, device=dev)
@@ -796,10 +815,13 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
                 update(k0, src, (T_panels[0], T_panels[0], W_k, W_k, V_k, V_k), b0, b_end, chunks, False,
                        panel_width, panel_width)
                 register_panel(b0, H, T_panels[1], V_k[:, :, panel_width:, panel_width:])
-            if b_end < n:
-                options, sync = order(1, pdl)
-                launch(_join_panels, (batch,), H, T_panels[0], T_panels[1], T_k, V_k, n, k0, *sync, NB=panel_width,
-                       num_warps=UPDATE_WARPS, **options)
+            # The block's T into T_k comes later: join, after the launch that sums V_aᵀ V_b from V's parts.
+
+    def join(T_k: torch.Tensor, in_chunks: int) -> None:
+        """T of a block of two panels, from the parts of V_aᵀ V_b that the launch before wrote."""
+        options, sync = order(1, pdl)
+        launch(_join_panels, (batch,), grams, T_panels[0], T_panels[1], T_k, in_chunks, slots, *sync, NB=panel_width,
+               num_warps=UPDATE_WARPS, **options)
 
     def register_panel(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
         """One panel of panel_width columns at k0 in a program's registers, T and V's parts where it has
@@ -816,11 +838,14 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         returns its chunks."""
         _, chunks, chunk_rows = update_shape(k0, k0 + width, c_end)  # rows cut as the update over these columns
         tiles = _cdiv(c_end - k0 - width, tile_cols)
-        options, sync = order(tiles * chunks, pdl)
+        gram = block_panels > 1 and width == nb  # a block's products: its V_aᵀ V_b on the way
+        options, sync = order((tiles + gram) * chunks, pdl)
         launch(
-            _panel_products, (tiles * chunks * batch,), src, tau, grams, T_k, V_k, W_k, n, k0, tiles, chunks, slots,
-            *sync, NB=width, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows,
-            BUILD_T=split(k0), BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
+            _panel_products, ((tiles + gram) * chunks * batch,), src, tau, grams, T_k, V_k, W_k, n, k0, tiles, chunks,
+            slots, *sync, NB=width, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS,
+            CHUNK_ROWS=chunk_rows, BUILD_T=split(k0), GRAM=gram, BF16X3=bf16x3, num_warps=UPDATE_WARPS, **options)
+        if gram:
+            join(T_k, chunks)
         return chunks
 
     def update(k0: int, src: torch.Tensor, buffers: tuple, c_begin: int, c_end: int, in_chunks: int,
@@ -828,12 +853,16 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         """The update of columns [c_begin, c_end) by the panel (block) of ``width`` columns at k0; returns its
         chunks."""
         tiles, chunks, chunk_rows = update_shape(k0, c_begin, c_end, tile_cols)
-        options, sync = order(tiles * chunks, pdl)
+        gram = next_products and block_panels > 1  # the next block's V_aᵀ V_b on the way
+        options, sync = order((tiles + gram) * chunks, pdl)
         launch(
-            _panel_update, (tiles * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end, tiles,
-            chunks, in_chunks, slots, *sync, NB=width, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=TRAILING_TILE_ROWS,
-            CHUNK_ROWS=chunk_rows, NEXT=next_products, BUILD_T=next_products and split(k0 + width), BF16X3=bf16x3,
-            num_warps=UPDATE_WARPS, maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **options)
+            _panel_update, ((tiles + gram) * chunks * batch,), src, H, tau, grams, *buffers, n, k0, c_begin, c_end,
+            tiles, chunks, in_chunks, slots, *sync, NB=width, V_WIDTH=nb, TILE_COLS=tile_cols,
+            TILE_ROWS=TRAILING_TILE_ROWS, CHUNK_ROWS=chunk_rows, NEXT=next_products,
+            BUILD_T=next_products and split(k0 + width), GRAM=gram, BF16X3=bf16x3, num_warps=UPDATE_WARPS,
+            maxnreg=UPDATE_MAX_REGISTERS if chunks == 1 else None, **options)
+        if gram:
+            join(buffers[1], chunks)  # the next block's T (T_next)
         return chunks
 
     factor(0, A, T[0], V_parts[0], W[0])

@@ -16,8 +16,8 @@ PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,V_
 UPDATE = ["submission.py", "_panel_update", "--pointers",
           "src,H,tau_in,grams,T_in,T_next,W_in,W_out,V_in:bf16,V_next:bf16,counters:i32", "--const", "NB=32",
           "--const", "V_WIDTH=32", "--const", "TILE_COLS=64", "--const", "TILE_ROWS=32", "--const",
-          "CHUNK_ROWS=512", "--const", "NEXT=True", "--const", "BUILD_T=False", "--const", "BF16X3=True", "--const",
-          "FLAGS=True", "--const", "PDL=True", "--warps", "4", "--max-registers", "168"]
+          "CHUNK_ROWS=512", "--const", "NEXT=True", "--const", "BUILD_T=False", "--const", "GRAM=False", "--const",
+          "BF16X3=True", "--const", "FLAGS=True", "--const", "PDL=True", "--warps", "4", "--max-registers", "168"]
 
 
 def _run(*args):
