@@ -689,12 +689,20 @@ def _factor_small(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_l
            num_warps=1)
 
 
+def _chunks_asked(rows: int, programs: int, target: int) -> int:
+    """Row chunks for ``programs`` tile programs over ``rows`` rows, so that about ``target`` programs share the
+    work, before _row_chunks rounds the rows per chunk up to whole TRAILING_TILE_ROWS blocks.  The rounding only
+    lowers the count, so this bounds the chunks of every launch over at most ``rows`` rows with at least
+    ``programs`` programs (not the count of the whole block after rounding: a shorter block can round to more
+    chunks than a taller one)."""
+    return max(1, min(_cdiv(rows, TRAILING_TILE_ROWS), target // programs))
+
+
 def _row_chunks(n: int, k0: int, programs: int, target: int):
     """Row chunks of the trailing block at k0 for ``programs`` tile programs: about ``target`` programs share
     the work (whole TRAILING_TILE_ROWS blocks per chunk).  Returns (chunks, rows per chunk)."""
     rows = n - k0
-    chunks = max(1, min(_cdiv(rows, TRAILING_TILE_ROWS), target // programs))
-    chunk_rows = TRAILING_TILE_ROWS * _cdiv(_cdiv(rows, chunks), TRAILING_TILE_ROWS)
+    chunk_rows = TRAILING_TILE_ROWS * _cdiv(_cdiv(rows, _chunks_asked(rows, programs, target)), TRAILING_TILE_ROWS)
     return _cdiv(rows, chunk_rows), chunk_rows
 
 
@@ -759,8 +767,8 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         return (tiles, *_row_chunks(n, k0, batch * tiles, update_programs))
 
     # T of panel k in T[k % 2] (the update of panel k still reads it while panel k + 1 is factored), and the
-    # parts of its Vᵀ C likewise in W[k % 2], [batch, slots, NB, n] each (no launch has more chunks than one
-    # with a single tile over all n rows), and V's two parts likewise in V_parts[k % 2] (see _store_V_parts):
+    # parts of its Vᵀ C likewise in W[k % 2], [batch, slots, NB, n] each (slots: the most chunks any launch has,
+    # see _chunks_asked), and V's two parts likewise in V_parts[k % 2] (see _store_V_parts):
     # bfloat16 on the GPU where the products are compensated bf16, else tf32 parts in float32 (and everything in
     # float32 under the interpreter, see _bf16_parts).
     T = torch.empty((2, batch, nb, nb), dtype=torch.float32, device=dev)
@@ -768,7 +776,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     # A block's V_b is 0 above panel b: nothing writes those 32 x 32 entries of the block's V parts (the same for
     # every block), so they are zeroed once.
     V_parts = (torch.zeros if block_panels > 1 else torch.empty)((2, batch, 2, n, nb), dtype=parts_dtype, device=dev)
-    slots = _row_chunks(n, 0, batch, update_programs)[0]
+    slots = _chunks_asked(n, batch, update_programs)
     # The Gram rows of a split panel, or a block's V_aᵀ V_b in parts (a row chunk each, see _gram_part).
     grams = torch.empty((batch, slots, panel_width, panel_width) if block_panels > 1 else (batch, nb, nb),
                         dtype=torch.float32, device=dev)

@@ -79,6 +79,41 @@ def test_update_rows_split_over_programs(batch, n, case, look_ahead):
 
 
 @pytest.mark.parametrize("look_ahead", [True, False])
+def test_a_shorter_trailing_block_may_have_more_row_chunks(look_ahead):
+    # 6 update programs for 2 matrices of 100 rows: the whole block is cut in 2 chunks of 64 rows, the 68 rows
+    # after the first panel in 3 of 32, so the parts of Vᵀ C need 3 slots a matrix, not the whole block's 2 (with
+    # 2, matrix b's third part landed on matrix b + 1's first: GPU n100 b140 failed the same way).
+    assert sub._row_chunks(100, 0, 2, 6)[0] == 2 and sub._row_chunks(100, 32, 2, 6)[0] == 3
+    A = _input(2, 100, seed=15)
+    _check(A, sub.qr_blocked(A, panel_width=16, update_programs=6, look_ahead=look_ahead))
+
+
+@pytest.mark.parametrize("block_panels", [1, 2])
+@pytest.mark.parametrize("look_ahead", [True, False])
+@pytest.mark.parametrize("panel_width", [16, 32])
+def test_no_launch_has_more_row_chunks_than_slots(panel_width, look_ahead, block_panels):
+    # The launches (recorded, not run) of many shapes with the update programs of a 132-multiprocessor GPU: no
+    # products or update launch cuts its rows in more chunks than the buffers have slots a matrix (the products
+    # and a look-ahead update write their parts of Vᵀ C, a block's parts of V_aᵀ V_b, at [matrix, chunk]).
+    kernels = {sub._panel_products: (7, 9, 10), sub._panel_update: (11, 15, 17)}  # positions of k0, chunks, slots
+    seen = set()
+    for n in (40, 100, 176, 352, 512, 600, 1000, 1024):
+        for batch in (1, 2, 5, 9, 16, 20, 30, 60, 140, 640):
+            A = torch.empty(batch, n, n)
+            H, tau = torch.empty_like(A), torch.empty(batch, n)
+
+            def record(kernel, grid, *args, **options):
+                if kernel in kernels:
+                    k0, chunks, slots = (args[i] for i in kernels[kernel])
+                    assert chunks <= slots, f"n {n} batch {batch}: {kernel.__name__} at {k0}: {chunks} > {slots}"
+                    seen.add(chunks > 1)
+
+            sub._factor_blocked(A, H, tau, panel_width, sub.MAX_REGISTER_PANEL_ROWS, 4 * 132, 64,
+                                look_ahead=look_ahead, block_panels=block_panels, launch=record)
+    assert seen == {False, True}  # both whole and chunked launches were made
+
+
+@pytest.mark.parametrize("look_ahead", [True, False])
 @pytest.mark.parametrize("parts", [1, 2, 3])
 def test_blocked_in_parts_with_flags(parts, look_ahead):
     # The batch in parts, each its own chain whose launches wait for their own matrices' earlier programs
