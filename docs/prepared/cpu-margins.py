@@ -1,7 +1,7 @@
 """CPU (the Triton interpreter): entries side by side on the blocked path, a variant's margins and bits before
 its device call.
 
-    python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick] [--block-panels 2]
+    python3 docs/prepared/cpu-margins.py ENTRY.py [ENTRY.py ...] [--quick] [--block-panels 2] [--update-programs P]
 
 For each configuration (n, panel width, register rows; tf32 parts below n = 128, bf16 parts above, register and
 split panels, both update orders) and case kind, every entry factors the same input through its
@@ -9,6 +9,8 @@ split panels, both update orders) and case kind, every entry factors the same in
 whether the entries gave the same bits as the first.
 Exit status 1 if any check fails.  --quick: three case kinds instead of all.  --block-panels 2: panels in blocks
 of two (``_factor_blocked``'s ``block_panels``), on the configurations with register panels only.
+--update-programs: the update's programs (default 64, which cuts the rows of these small inputs in chunks; 1
+keeps every launch's rows in one chunk).
 """
 
 import argparse
@@ -29,12 +31,12 @@ CONFIGS = [(64, 16, 64, False), (100, 16, 32, True), (127, 32, 128, True), (130,
            (144, 16, 256, False), (160, 32, 64, True)]
 
 
-def run(entry, A, width: int, register_rows: int, look_ahead: bool, block_panels: int):
+def run(entry, A, width: int, register_rows: int, look_ahead: bool, block_panels: int, update_programs: int):
     """(H, tau) of one blocked factorization."""
     H, tau = entry._outputs(A)
     blocks = dict(block_panels=block_panels) if block_panels > 1 else {}  # entries before v64 lack the argument
-    entry._factor_blocked(A, H, tau, panel_width=width, max_register_rows=register_rows, update_programs=64,
-                          products_cols=64, look_ahead=look_ahead, **blocks)
+    entry._factor_blocked(A, H, tau, panel_width=width, max_register_rows=register_rows,
+                          update_programs=update_programs, products_cols=64, look_ahead=look_ahead, **blocks)
     return H, tau
 
 
@@ -43,6 +45,7 @@ def main() -> int:
     parser.add_argument("entries", nargs="+")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--block-panels", type=int, default=1, choices=(1, 2))
+    parser.add_argument("--update-programs", type=int, default=64)
     args = parser.parse_args()
     entries = {Path(path).name: load_module(path) for path in args.entries}
     cases = ("rowscale", "clustered", "mixed") if args.quick else reference.CASES
@@ -56,7 +59,7 @@ def main() -> int:
                       + (f" blocks{args.block_panels}" if args.block_panels > 1 else ""))
             line, first = f"{config:24s} {case:13s}", None
             for name, entry in entries.items():
-                H, tau = run(entry, A, width, register_rows, look_ahead, args.block_panels)
+                H, tau = run(entry, A, width, register_rows, look_ahead, args.block_panels, args.update_programs)
                 result = reference.check_details(A, (H, tau))
                 failed |= not result.ok
                 worst[name] = max(worst[name], result.factor_margin, result.orth_margin)

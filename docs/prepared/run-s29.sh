@@ -22,6 +22,9 @@
 #   bash docs/prepared/run-s29.sh 6     # ab_bench n1024 b60 dense and n100 b140 dense: v66old, v66 (the entry),
 #                                       # r16, allp3
 #   bash docs/prepared/run-s29.sh 7     # ab_bench n2048 b8 dense and n1024 b60 dense: v66, ups2, ups8
+#   bash docs/prepared/run-s29.sh 8     # prepared, not run: v67 (s29-v67.diff on the entry of commit 49f662e: panel
+#                                       # b's update by panel a forms its own Vᵀ C where its rows are one chunk, no
+#                                       # products launch) against v66: ab_bench n512 b640 dense and mixed; race check
 set -u
 STEPS=${1:-1}
 V=/tmp/s29
@@ -62,4 +65,12 @@ BENCH=$BENCH,1024:60:mixed,512:640:rankdef,512:640:clustered,1024:60:nearrank
     $V/r16.py $V/allp3.py 2>&1 | tee "$OUT/ab-slots.txt"
 [[ $STEPS == *7* ]] && timeout 270 python tests/gpu/ab_bench.py 2048:8:dense,1024:60:dense $V/v66.py $V/ups2.py \
     $V/ups8.py 2>&1 | tee "$OUT/ab-ups.txt"
+[[ $STEPS == *8* ]] && {
+    cp submission.py $V/v67.py && patch -s $V/v67.py docs/prepared/s29-v67.diff \
+        || { echo "run-s29.sh: s29-v67.diff does not apply"; exit 1; }
+    timeout 200 python tests/gpu/ab_bench.py 512:640:dense,512:640:mixed $V/v66.py $V/v67.py 2>&1 \
+        | tee "$OUT/ab-v67.txt"
+    timeout 120 python tests/gpu/race_check.py 512:640:mixed,512:300:rowscale $V/v67.py --repeats 6 2>&1 \
+        | tee "$OUT/race-v67.txt"
+}
 exit 0
