@@ -25,6 +25,10 @@
 #   bash docs/prepared/run-s29.sh 8     # prepared, not run: v67 (s29-v67.diff on the entry of commit 49f662e: panel
 #                                       # b's update by panel a forms its own Vᵀ C where its rows are one chunk, no
 #                                       # products launch) against v66: ab_bench n512 b640 dense and mixed; race check
+#   bash docs/prepared/run-s29.sh 9     # prepared, not run: v66, v67 and v68 (s29-v68.diff, v67's changes and more:
+#                                       # where the far update's rows are one chunk, its program that sums V_aᵀ V_b
+#                                       # joins the block's T, no join launch): ab_bench n512 b640 dense, mixed,
+#                                       # n512 b300 rowscale; race check of v68
 set -u
 STEPS=${1:-1}
 V=/tmp/s29
@@ -72,5 +76,15 @@ BENCH=$BENCH,1024:60:mixed,512:640:rankdef,512:640:clustered,1024:60:nearrank
         | tee "$OUT/ab-v67.txt"
     timeout 120 python tests/gpu/race_check.py 512:640:mixed,512:300:rowscale $V/v67.py --repeats 6 2>&1 \
         | tee "$OUT/race-v67.txt"
+}
+[[ $STEPS == *9* ]] && {
+    cp submission.py $V/v67.py && patch -s $V/v67.py docs/prepared/s29-v67.diff \
+        || { echo "run-s29.sh: s29-v67.diff does not apply"; exit 1; }
+    cp submission.py $V/v68.py && patch -s $V/v68.py docs/prepared/s29-v68.diff \
+        || { echo "run-s29.sh: s29-v68.diff does not apply"; exit 1; }
+    timeout 260 python tests/gpu/ab_bench.py 512:640:dense,512:640:mixed,512:300:rowscale $V/v66.py $V/v67.py \
+        $V/v68.py 2>&1 | tee "$OUT/ab-v68.txt"
+    timeout 150 python tests/gpu/race_check.py 512:640:mixed,512:300:rowscale,1000:140:band $V/v68.py --repeats 6 \
+        2>&1 | tee "$OUT/race-v68.txt"
 }
 exit 0
