@@ -94,7 +94,8 @@ PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over m
 # A large input with register panels (n <= MAX_REGISTER_PANEL_ROWS) and more matrices than multiprocessors takes
 # its panels in blocks of this many and updates the trailing matrix once per block (``_factor_blocked``): half the
 # update's memory traffic for a longer chain per block, which pays where other matrices fill the GPU meanwhile
-# (measured 8 % faster at n512 b640, 20 % slower at n1024 b60: docs/perf.md v64).
+# (n512 b640: 8 % faster with blocks, then 4.5 % more with v66's join; n1024 b60, one matrix a multiprocessor:
+# 20 % slower with v64's blocks, even with v66's: docs/perf.md v64, v66).
 BLOCK_PANELS = 2
 TRAILING_TILE_COLS = 64  # trailing columns per program of the update (and of a latency-bound input's products)
 TRAILING_TILE_ROWS = 32  # rows per step of a pass over a tile (the row chunks are multiples)
