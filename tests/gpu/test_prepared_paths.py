@@ -8,7 +8,6 @@ calls from several host threads at once never share a chain (a call finding anot
 a call cut short between launches leaves no chain behind.
 """
 
-import importlib.util
 import threading
 import time
 from pathlib import Path
@@ -17,11 +16,10 @@ import pytest
 import torch
 
 import reference
+from kernel_bench import load_module  # (this folder is on the path under pytest)
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("submission_gpu", ROOT / "submission.py")
-sub = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sub)
+sub = load_module(ROOT / "submission.py")
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -8,18 +8,16 @@ prepared chain's buffers (its sums must start cleared) serve three calls of ``cu
 output must pass the checker.
 """
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 
 import reference
+from kernel_bench import load_module  # (this folder is on the path under pytest)
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("submission_split", ROOT / "submission.py")
-sub = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sub)
+sub = load_module(ROOT / "submission.py")
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
