@@ -101,7 +101,10 @@ TRAILING_TILE_COLS = 64  # trailing columns per program of the update (and of a 
 TRAILING_TILE_ROWS = 32  # rows per step of a pass over a tile (the row chunks are multiples)
 PRODUCTS_TILE_COLS = 128  # trailing columns per products program of a large input (a power of 2)
 MAX_REGISTER_PANEL_ROWS = 1024  # taller panels are split over several programs per matrix
-SPLIT_PANEL_SLICE = 64  # rows per program of a split panel
+# Rows per program of a split panel: 32, on one warp, so that a step exchanges nothing across warps (64 rows on
+# one or two warps, 128 on two or four, and 16 were slower at n2048 and n4096: docs/perf.md "Split panels in
+# slices of 32 rows").
+SPLIT_PANEL_SLICE = 32
 # Floats of a register panel per thread (which sets the program's warps).  Where the panel's chain of reflectors
 # is the critical path (a latency-bound input, a split panel's slice) it is spread thin to shorten each step; a
 # program that shares its multiprocessor with others (more matrices than multiprocessors) holds more per thread,

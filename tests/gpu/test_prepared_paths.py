@@ -50,6 +50,17 @@ def test_prepared_path_matches_the_plain_launches(batch, n, path):
     assert H2.data_ptr() != H.data_ptr()
 
 
+def test_outputs_of_many_calls_stay_their_own():
+    # Many calls back to back of one prepared chain, whose own buffers every call reuses: every call's outputs
+    # stay its input's factorization after all the later calls.
+    inputs = [reference.generate_input(20, 32, 2, 100 + i, "dense", device="cuda") for i in range(120)]
+    outputs = [sub.custom_kernel(A) for A in inputs]
+    for A, (H, tau) in zip(inputs, outputs):
+        H_plain, tau_plain = _plain(A)
+        assert torch.equal(H, H_plain) and torch.equal(tau, tau_plain)
+    assert len({t.data_ptr() for out in outputs for t in out}) == 2 * len(outputs)
+
+
 @pytest.mark.parametrize("batch,n,path", SHAPES[:3])
 def test_unaligned_input_gets_its_own_chain(batch, n, path):
     storage = torch.empty(batch * n * n + 1, dtype=torch.float32, device="cuda")

@@ -23,10 +23,10 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 @pytest.mark.parametrize("batch,n,width,max_rows,case", [
-    (1, 300, 32, 64, "dense"),  # slices of 64 rows: up to 5 programs a matrix
-    (40, 300, 32, 64, "rowscale"),  # 40 x 5 programs, more than the multiprocessors
+    (1, 300, 32, 64, "dense"),  # slices of 32 rows (the entry's, under max_rows): up to 10 programs a matrix
+    (40, 300, 32, 64, "rowscale"),  # 40 x 10 programs, more than the multiprocessors
     (3, 130, 16, 16, "nearrank"),  # slices of 16 rows, up to 9 programs a matrix
-    (2, 1100, 32, 1024, "mixed"),  # the entry's limit: panels of 1100 to 1036 rows in 18 slices of 64
+    (2, 1100, 32, 1024, "mixed"),  # the entry's limit: panels of 1100 to 1036 rows in 35 slices of 32
 ])
 def test_split_panels_pass_the_check(batch, n, width, max_rows, case):
     for seed in (1, 2, 3):
