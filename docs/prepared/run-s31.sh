@@ -20,6 +20,8 @@
 #   bash docs/prepared/run-s31.sh 7     # a register panel's floats a thread, on sl32: one matrix a multiprocessor
 #                                       # at 32 and 128 (own32, own128; 64 now), matrices sharing one at 64
 #                                       # (shared64; 128 now): n1024 b60, n2048 b8, n512 b640
+#   bash docs/prepared/run-s31.sh 8     # the evaluator's benchmark of the entry on n1024 b60 after n512 b640, in one
+#                                       # child (eval-order.yml): do n1024's slow repeats follow n512?
 set -u
 STEPS=${1:-1}
 V=/tmp/s31
@@ -75,4 +77,6 @@ nvidia-smi --query-gpu=name --format=csv,noheader
     timeout 500 python tests/gpu/ab_bench.py 1024:60:dense,2048:8:dense,512:640:dense submission.py $V/own32.py \
         $V/own128.py $V/shared64.py 2>&1 | tee "$OUT/ab-floats.txt"
 }
+[[ $STEPS == *8* ]] && timeout 300 python -m eval benchmark --submission submission.py \
+    --specs docs/prepared/eval-order.yml 2>&1 | grep -E "^pass|^FAIL|above the median|^score" | tee "$OUT/eval-order.txt"
 exit 0
