@@ -2,7 +2,7 @@
 
 A panel taller than ``max_register_rows`` is split in slices of rows over several programs of each launch, which
 add up each reflector's folded sums in global memory (``_reflect_split_panel``).  The CPU tests reach that path at
-small n too, but only the GPU runs a launch's programs at once; here the slices are many (up to 9 a matrix), the
+small n too, but only the GPU runs a launch's programs at once; here the slices are many (up to 35 a matrix), the
 batch fills more programs than the GPU has multiprocessors, n is not a multiple of 16 (no shuffles), and a
 prepared chain's buffers (its sums must start cleared) serve three calls of ``custom_kernel`` in a row.  Every
 output must pass the checker.
