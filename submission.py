@@ -123,7 +123,13 @@ UPDATE_MAX_REGISTERS = 168
 # grow with n (20 n eps) and bf16's error does not (residual margins, CPU checks: about 8 / n of the gate,
 # 0.14 at n = 64, 0.06 at n = 128); small inputs gain little from the faster products anyway.
 BF16X3_MIN_N = 128
-UPDATE_PROGRAMS_PER_SM = 4  # the update's rows are split over programs until about this many per SM
+# The update's rows are split over programs until about this many share a multiprocessor.  Where panels are split
+# (n > MAX_REGISTER_PANEL_ROWS) the update runs alone between the split panels' launches, and its chunked program
+# holds 168 registers: three fit a multiprocessor, and three make n4096 b2's far update about one wave (four: 4 %
+# slower on the evaluator's clock, docs/perf.md v73).  Elsewhere its programs share the device with register panels (flags) or are small
+# (latency-bound inputs): four (n1024 b60 against two, three, six and eight; n352 b40 against three).
+UPDATE_PROGRAMS_PER_SM = 4
+UPDATE_PROGRAMS_PER_SM_SPLIT = 3
 # A large input with register panels runs with flags (see ``_factor_in_parts``), its batch in this many parts: two
 # where every matrix's panel has a multiprocessor to itself (one part's panels then run beside the other part's
 # update), one where the matrices outnumber the multiprocessors (measured best of 1 to 4, docs/perf.md v55).
@@ -909,9 +915,11 @@ def _multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
 
 
-def _update_programs(device: torch.device) -> int:
-    """Programs that fill the device in the trailing update: UPDATE_PROGRAMS_PER_SM per multiprocessor."""
-    return UPDATE_PROGRAMS_PER_SM * _multiprocessors(device)
+def _update_programs(A: torch.Tensor, max_register_rows: int = MAX_REGISTER_PANEL_ROWS) -> int:
+    """Programs that fill the device in the trailing update of A: UPDATE_PROGRAMS_PER_SM (_SPLIT where its first
+    panel is split) a multiprocessor."""
+    split = max(16, _next_power_of_2(A.shape[-1])) > max_register_rows  # as _factor_blocked's split(0)
+    return (UPDATE_PROGRAMS_PER_SM_SPLIT if split else UPDATE_PROGRAMS_PER_SM) * _multiprocessors(A.device)
 
 
 def _latency_bound(A: torch.Tensor) -> bool:
@@ -955,7 +963,7 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_
     small = _latency_bound(A)
     registers = n <= MAX_REGISTER_PANEL_ROWS
     blocked = dict(panel_width=NARROW_PANEL_WIDTH if small else PANEL_WIDTH, max_register_rows=MAX_REGISTER_PANEL_ROWS,
-                   update_programs=_update_programs(A.device),
+                   update_programs=_update_programs(A),
                    products_cols=TRAILING_TILE_COLS if small else PRODUCTS_TILE_COLS, look_ahead=not small,
                    block_panels=BLOCK_PANELS if registers and not small and A.shape[0] > _multiprocessors(A.device)
                    else 1)
@@ -989,7 +997,8 @@ def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_row
         raise ValueError(f"parts {parts} is not between 0 and the batch, {A.shape[0]}")
     H, tau = _outputs(A)
     blocked = dict(panel_width=panel_width, max_register_rows=max_register_rows,
-                   update_programs=update_programs or _update_programs(A.device), products_cols=products_cols,
+                   update_programs=update_programs or _update_programs(A, max_register_rows),
+                   products_cols=products_cols,
                    look_ahead=look_ahead, block_panels=block_panels)
     if parts:
         _factor_in_parts(A, H, tau, parts, **blocked)
