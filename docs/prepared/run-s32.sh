@@ -15,6 +15,9 @@
 #                                       # panels are split, each launch's row chunks the fewest that fill whole waves
 #                                       # of 3 programs a multiprocessor) on inputs with split panels
 #   bash docs/prepared/run-s32.sh 6     # GPU tests of split panels and of the prepared paths on wave
+#   bash docs/prepared/run-s32.sh 7     # a latency-bound input's update programs a multiprocessor: v73 (4) against
+#                                       # lat6 and lat8 (v73 with s32-lat.diff: 6, and 8) on n176 b40, n352 b40, n256
+#                                       # b64, n96 b200
 set -u
 STEPS=${1:-1}
 V=/tmp/s32
@@ -25,6 +28,9 @@ for p in 1 3; do sed "s/^PARTS_OWN_SM = 2$/PARTS_OWN_SM = $p/" submission.py > $
 sed "s/^UPDATE_PROGRAMS_PER_SM_SPLIT = 3$/UPDATE_PROGRAMS_PER_SM_SPLIT = 4/" submission.py > $V/head.py
 cp submission.py $V/wave.py && patch -s $V/wave.py docs/prepared/s32-wave.diff \
     || { echo "run-s32.sh: s32-wave.diff does not apply"; exit 1; }
+cp submission.py $V/lat6.py && patch -s $V/lat6.py docs/prepared/s32-lat.diff \
+    || { echo "run-s32.sh: s32-lat.diff does not apply"; exit 1; }
+sed "s/^UPDATE_PROGRAMS_PER_SM_LATENCY = 6$/UPDATE_PROGRAMS_PER_SM_LATENCY = 8/" $V/lat6.py > $V/lat8.py
 [[ $STEPS == *[234]* ]] && for f in upps3 upps6 parts1 parts3; do
     cmp -s $V/$f.py submission.py && { echo "run-s32.sh: $f.py is unchanged (steps 2-4 need adad175's entry)"; exit 1; }
 done
@@ -57,6 +63,11 @@ PY
     for f in head wave; do cmp -s $V/$f.py submission.py && { echo "run-s32.sh: $f.py is unchanged"; exit 1; }; done
     timeout 240 python tests/gpu/ab_bench.py 4096:2:dense,2048:8:dense,2048:3:rowscale,1100:6:dense \
         $V/head.py submission.py $V/wave.py 2>&1 | tee "$OUT/ab-v73.txt"
+}
+[[ $STEPS == *7* ]] && {
+    cmp -s $V/lat6.py $V/lat8.py && { echo "run-s32.sh: lat8.py is lat6.py"; exit 1; }
+    timeout 240 python tests/gpu/ab_bench.py 176:40:dense,352:40:dense,256:64:dense,96:200:dense submission.py \
+        $V/lat6.py $V/lat8.py 2>&1 | tee "$OUT/ab-lat.txt"
 }
 [[ $STEPS == *6* ]] && {
     cp $V/wave.py submission.py
