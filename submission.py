@@ -126,8 +126,9 @@ BF16X3_MIN_N = 128
 # The update's rows are split over programs until about this many share a multiprocessor.  Where panels are split
 # (n > MAX_REGISTER_PANEL_ROWS) the update runs alone between the split panels' launches, and its chunked program
 # holds 168 registers: three fit a multiprocessor, and three make n4096 b2's far update about one wave (four: 4 %
-# slower on the evaluator's clock, docs/perf.md v73).  Elsewhere its programs share the device with register panels (flags) or are small
-# (latency-bound inputs): four (n1024 b60 against two, three, six and eight; n352 b40 against three).
+# slower on the evaluator's clock, docs/perf.md v73).  Elsewhere its programs share the device with register
+# panels (flags) or are small (latency-bound inputs): four (n1024 b60 against two, three, six and eight; n352 b40
+# against three).
 UPDATE_PROGRAMS_PER_SM = 4
 UPDATE_PROGRAMS_PER_SM_SPLIT = 3
 # A large input with register panels runs with flags (see ``_factor_in_parts``), its batch in this many parts: two
@@ -682,6 +683,11 @@ def _next_power_of_2(x: int) -> int:
     return 1 << (x - 1).bit_length()
 
 
+def _panel_tile_rows(rows: int) -> int:
+    """Rows of the register tile of a panel of ``rows`` rows (split over programs where above the limit)."""
+    return max(16, _next_power_of_2(rows))
+
+
 def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PER_THREAD_LATENCY) -> int:
     """Warps for a register tile of rows x width floats: about floats_per_thread per thread, 1 to 8 warps."""
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
@@ -766,7 +772,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         return dev.type == "cuda" and n % 16 == 0 and src.data_ptr() % 16 == 0
 
     def rows(k0: int) -> int:  # rows of the register tile of the panel at k0
-        return max(16, _next_power_of_2(n - k0))
+        return _panel_tile_rows(n - k0)
 
     def split(k0: int) -> bool:  # then rows >= 2 NB, so n - k0 > NB: a full panel with a trailing block
         return rows(k0) > max_register_rows
@@ -918,7 +924,7 @@ def _multiprocessors(device: torch.device) -> int:
 def _update_programs(A: torch.Tensor, max_register_rows: int = MAX_REGISTER_PANEL_ROWS) -> int:
     """Programs that fill the device in the trailing update of A: UPDATE_PROGRAMS_PER_SM (_SPLIT where its first
     panel is split) a multiprocessor."""
-    split = max(16, _next_power_of_2(A.shape[-1])) > max_register_rows  # as _factor_blocked's split(0)
+    split = _panel_tile_rows(A.shape[-1]) > max_register_rows
     return (UPDATE_PROGRAMS_PER_SM_SPLIT if split else UPDATE_PROGRAMS_PER_SM) * _multiprocessors(A.device)
 
 
