@@ -4,6 +4,12 @@ Data layout.  ``A`` is float32 ``[batch, n, n]``, row-major, and is only read.  
 on and above the diagonal and the reflector's vector ``v_k`` below it in column k (``v_k[k] = 1`` is implicit),
 ``tau[b, k]`` beside it, so that ``Q = H_0 … H_{n-1}``, ``H_k = I - tau_k v_k v_kᵀ`` and ``Qᵀ A = R``.  The first
 panel and its update read A and write every entry of H; everything after works in place in H.
+Triton compiles an integer argument knowing whether it is a multiple of 16, and moves a row 16 bytes at a time
+only where it knows the row's start and every bound its mask compares with to be multiples of 4 elements: for n
+not a multiple of ROW_MULTIPLE every access would be a float at a time.  A large input of such n is factored as
+the top left corners of zero matrices of the next multiple m of ROW_MULTIPLE (``_factor_padded``: ``_pad``, the
+chain, ``_unpad``): the zero rows below a matrix leave every reflector of its columns as it is, and the
+reflectors of the zero columns are trivial (tau = 0), so the corner of the m x m factorization is the n x n one.
 
 Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` columns.  For the panel at column
 ``k0``:
@@ -88,6 +94,7 @@ import triton
 import triton.language as tl
 
 SMALL_N_MAX = 32  # up to this n one warp factors the whole matrix, a column per thread
+ROW_MULTIPLE = 16  # a large input whose n is not a multiple of this is factored padded to one with zeros
 LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: narrow panels, a CUDA graph
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
@@ -402,6 +409,37 @@ def _join_panels(grams, T_a_in, T_b_in, T_out, in_chunks, slots, counters, wait,
     tl.store(T + NB * WIDTH, tl.zeros([NB, NB], dtype=tl.float32))
     tl.store(T + NB * WIDTH + NB, T_b)
     _signal(counters, b, FLAGS)
+
+
+@triton.jit
+def _pad(A, P, n, m, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr):
+    """P[b] = [[A[b], 0], [0, 0]], m x m (``A`` [batch, n, n], ``P`` [batch, m, m]): program (b, i) writes rows
+    [i ROWS, (i + 1) ROWS) of P[b], every column (so that nothing of an earlier call's P is left)."""
+    _follow(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    for c0 in range(0, m, COLS):
+        c = c0 + tl.arange(0, COLS)
+        x = tl.load(A + b * n * n + r[:, None] * n + c[None, :], mask=(r[:, None] < n) & (c[None, :] < n), other=0.0)
+        tl.store(P + b * m * m + r[:, None] * m + c[None, :], x, mask=(r[:, None] < m) & (c[None, :] < m))
+
+
+@triton.jit
+def _unpad(P, P_tau, H, tau_out, n, m, ROWS: tl.constexpr, COLS: tl.constexpr, PDL: tl.constexpr):
+    """H[b] = P[b][:n, :n] and tau[b] = P_tau[b][:n] (the inverse of ``_pad``, for the factored P): program
+    (b, i) copies rows [i ROWS, (i + 1) ROWS) of matrix b, and program (b, 0) its taus."""
+    _follow(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    for c0 in range(0, n, COLS):
+        c = c0 + tl.arange(0, COLS)
+        inside = (r[:, None] < n) & (c[None, :] < n)
+        x = tl.load(P + b * m * m + r[:, None] * m + c[None, :], mask=inside)
+        tl.store(H + b * n * n + r[:, None] * n + c[None, :], x, mask=inside)
+    if tl.program_id(1) == 0:
+        for c0 in range(0, n, COLS):
+            c = c0 + tl.arange(0, COLS)
+            tl.store(tau_out + b * n + c, tl.load(P_tau + b * m + c, mask=c < n), mask=c < n)
 
 
 @triton.jit
@@ -965,7 +1003,28 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_
     n = A.shape[-1]
     if n <= SMALL_N_MAX:
         _factor_small(A, H, tau, launch)
-        return
+    elif n % ROW_MULTIPLE and not _latency_bound(A):
+        _factor_padded(A, H, tau, launch)
+    else:
+        _factor_chain(A, H, tau, launch)
+
+
+def _factor_padded(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
+    """QR of A (n > SMALL_N_MAX) as the corners of zero matrices of the next multiple of ROW_MULTIPLE (see the
+    module's notes), for a large input, whose time the matrix traffic sets: its accesses are then 16 bytes wide.
+    A latency-bound input's time is its chain of reflectors, which padding lengthens: it is factored as it is."""
+    n = A.shape[-1]
+    batch, m = A.shape[0], _cdiv(n, ROW_MULTIPLE) * ROW_MULTIPLE
+    P, P_tau = A.new_empty(batch, m, m), A.new_empty(batch, m)
+    rows, cols, options = 16, 128, dict(num_warps=4, **_dependent_launch(A.device))
+    launch(_pad, (batch, _cdiv(m, rows)), A, P, n, m, ROWS=rows, COLS=cols, **options)
+    _factor_chain(P, P, P_tau, launch)
+    launch(_unpad, (batch, _cdiv(n, rows)), P, P_tau, H, tau, n, m, ROWS=rows, COLS=cols, **options)
+
+
+def _factor_chain(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch) -> None:
+    """QR of A (n > SMALL_N_MAX) into H, which may be A itself, by the blocked path."""
+    n = A.shape[-1]
     small = _latency_bound(A)
     registers = n <= MAX_REGISTER_PANEL_ROWS
     blocked = dict(panel_width=NARROW_PANEL_WIDTH if small else PANEL_WIDTH, max_register_rows=MAX_REGISTER_PANEL_ROWS,

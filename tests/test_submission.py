@@ -268,6 +268,41 @@ def test_default_blocked_path_with_one_column_last_panel():
     _check(A, sub.custom_kernel(A))
 
 
+@pytest.mark.parametrize("n,case", [(33, "dense"), (40, "rowscale"), (100, "mixed")])
+def test_unaligned_n_is_the_corner_of_its_zero_padded_factorization(n, case, monkeypatch):
+    # A large input whose n is not a multiple of ROW_MULTIPLE is factored padded with zeros to the next multiple m
+    # (_pad, the chain on m, _unpad): the result is the n x n corner of the m x m matrix's factorization, bit for
+    # bit.  (Large here: no input is latency-bound.)
+    monkeypatch.setattr(sub, "LATENCY_BOUND_BYTES", 0)
+    m = -(-n // sub.ROW_MULTIPLE) * sub.ROW_MULTIPLE
+    assert m > n
+    A = _input(2, n, case, seed=13)
+    launched = []
+
+    def record(kernel, grid, *args, **options):
+        launched.append(kernel)
+        sub._launch_plainly(kernel, grid, *args, **options)
+
+    H, tau = sub._outputs(A)
+    sub._factor(A, H, tau, launch=record)
+    assert launched[0] is sub._pad and launched[-1] is sub._unpad
+    P = torch.zeros(2, m, m)
+    P[:, :n, :n] = A
+    H_P, tau_P = sub.custom_kernel(P)
+    assert torch.equal(H, H_P[:, :n, :n]) and torch.equal(tau, tau_P[:, :n])
+    assert torch.equal(tau_P[:, n:], torch.zeros_like(tau_P[:, n:]))  # the zero columns' reflectors are trivial
+    _check(A, (H, tau))
+
+
+def test_a_latency_bound_input_is_not_padded():
+    A = _input(2, 40, "dense", seed=13)
+    assert sub._latency_bound(A)
+    launched = []
+    H, tau = sub._outputs(A)
+    sub._factor(A, H, tau, launch=lambda kernel, *args, **options: launched.append(kernel))
+    assert sub._pad not in launched and sub._unpad not in launched
+
+
 # The small path (one warp per matrix, n <= SMALL_N_MAX; n = 24 pads its tile to 32) and the blocked one.
 FACTORIZATIONS = {
     "small n24": (24, sub.custom_kernel),

@@ -23,8 +23,10 @@ sub = load_module(ROOT / "submission.py")
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
-# (batch, n, the prepared path): one launch; a latency-bound chain; a large input launched directly; split panels.
-SHAPES = [(20, 32, "_DirectQR"), (40, 176, "_GraphedQR"), (30, 600, "_DirectQR"), (2, 1100, "_GraphedQR")]
+# (batch, n, the prepared path): one launch; a latency-bound chain; a large input launched directly (n 600: padded
+# to 608); split panels, latency-bound and large (n 1100: padded to 1104).
+SHAPES = [(20, 32, "_DirectQR"), (40, 176, "_GraphedQR"), (30, 600, "_DirectQR"), (2, 1100, "_GraphedQR"),
+          (9, 1100, "_GraphedQR")]
 
 
 def _plain(A):
@@ -59,6 +61,18 @@ def test_outputs_of_many_calls_stay_their_own():
         H_plain, tau_plain = _plain(A)
         assert torch.equal(H, H_plain) and torch.equal(tau, tau_plain)
     assert len({t.data_ptr() for out in outputs for t in out}) == 2 * len(outputs)
+
+
+def test_a_padded_chain_keeps_nothing_of_an_earlier_call():
+    # n = 600 is not a multiple of ROW_MULTIPLE: the chain factors a zero-padded copy in a buffer it keeps for
+    # every call.  A call on NaNs fills the padding with NaNs; the next call must find it zero again.
+    batch, n = 30, 600
+    assert n % sub.ROW_MULTIPLE
+    sub.custom_kernel(torch.full((batch, n, n), float("nan"), device="cuda"))
+    A = reference.generate_input(batch, n, 2, 9, "dense", device="cuda")
+    H, tau = sub.custom_kernel(A)
+    H_plain, tau_plain = _plain(A)
+    assert torch.equal(H, H_plain) and torch.equal(tau, tau_plain)
 
 
 @pytest.mark.parametrize("batch,n,path", SHAPES[:3])
