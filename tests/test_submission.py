@@ -268,12 +268,16 @@ def test_default_blocked_path_with_one_column_last_panel():
     _check(A, sub.custom_kernel(A))
 
 
-@pytest.mark.parametrize("n,case", [(33, "dense"), (40, "rowscale"), (100, "mixed")])
-def test_unaligned_n_is_the_corner_of_its_zero_padded_factorization(n, case, monkeypatch):
+@pytest.mark.parametrize("n,case,split", [(33, "dense", False), (40, "rowscale", False), (100, "mixed", False),
+                                          (40, "dense", True)])
+def test_unaligned_n_is_the_corner_of_its_zero_padded_factorization(n, case, split, monkeypatch):
     # A large input whose n is not a multiple of ROW_MULTIPLE is factored padded with zeros to the next multiple m
-    # (_pad, the chain on m, _unpad): the result is the n x n corner of the m x m matrix's factorization, bit for
-    # bit.  (Large here: no input is latency-bound.)
+    # (_pad, the chain on m in place, _unpad): the result is the n x n corner of the m x m matrix's
+    # factorization, bit for bit.  (Large here: no input is latency-bound; with split, register panels of at
+    # most 32 rows, so that the first panels are split, as above n = 1024 on the GPU.)
     monkeypatch.setattr(sub, "LATENCY_BOUND_BYTES", 0)
+    if split:
+        monkeypatch.setattr(sub, "MAX_REGISTER_PANEL_ROWS", sub.PANEL_WIDTH)
     m = -(-n // sub.ROW_MULTIPLE) * sub.ROW_MULTIPLE
     assert m > n
     A = _input(2, n, case, seed=13)
@@ -286,6 +290,7 @@ def test_unaligned_n_is_the_corner_of_its_zero_padded_factorization(n, case, mon
     H, tau = sub._outputs(A)
     sub._factor(A, H, tau, launch=record)
     assert launched[0] is sub._pad and launched[-1] is sub._unpad
+    assert (sub._reflect_split_panel in launched) == split
     P = torch.zeros(2, m, m)
     P[:, :n, :n] = A
     H_P, tau_P = sub.custom_kernel(P)
