@@ -24,7 +24,7 @@ sub = load_module(ROOT / "submission.py")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 # (batch, n, the prepared path): one launch; a latency-bound chain; a large input launched directly (n 600: padded
-# to 608); split panels, latency-bound and large (n 1100: padded to 1104).
+# to 608); split panels, latency-bound (as it is) and large (padded to 1104).
 SHAPES = [(20, 32, "_DirectQR"), (40, 176, "_GraphedQR"), (30, 600, "_DirectQR"), (2, 1100, "_GraphedQR"),
           (9, 1100, "_GraphedQR")]
 
