@@ -1004,15 +1004,15 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_
     if n <= SMALL_N_MAX:
         _factor_small(A, H, tau, launch)
     elif n % ROW_MULTIPLE and not _latency_bound(A):
+        # (Not a latency-bound input: its time is its chain of reflectors, which padding would only lengthen.)
         _factor_padded(A, H, tau, launch)
     else:
         _factor_chain(A, H, tau, launch)
 
 
-def _factor_padded(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_plainly) -> None:
-    """QR of A (n > SMALL_N_MAX) as the corners of zero matrices of the next multiple of ROW_MULTIPLE (see the
-    module's notes), for a large input, whose time the matrix traffic sets: its accesses are then 16 bytes wide.
-    A latency-bound input's time is its chain of reflectors, which padding lengthens: it is factored as it is."""
+def _factor_padded(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch) -> None:
+    """QR of A (n > SMALL_N_MAX) as the corners of zero matrices of the next multiple of ROW_MULTIPLE, whose
+    accesses are 16 bytes wide (see the module's notes)."""
     n = A.shape[-1]
     batch, m = A.shape[0], _cdiv(n, ROW_MULTIPLE) * ROW_MULTIPLE
     P, P_tau = A.new_empty(batch, m, m), A.new_empty(batch, m)
