@@ -50,9 +50,10 @@ Algorithm (blocked compact-WY).  The columns are cut into panels of ``NB`` colum
      look-ahead; ``_gram_part``), a part per row chunk, so that the join is only two small products.
 A small matrix (n <= SMALL_N_MAX) is factored whole by one warp (``_factor_small_matrix``): a column per thread,
 so that a reflector's sums over rows are each thread's own, and its steps unrolled.
-A small input (up to LATENCY_BOUND_BYTES) cannot fill the GPU: its time is the chain of launches and of
-reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half the work per reflector, twice the update
-passes, which are cheap here); a large one is bound by the update's memory traffic and gets PANEL_WIDTH.
+A small input (up to LATENCY_BOUND_BYTES; SPLIT_LATENCY_BOUND_BYTES where panels are split) cannot fill the
+GPU: its time is the chain of launches and of reflectors, so it gets panels of NARROW_PANEL_WIDTH columns (half
+the work per reflector, twice the update passes, which are cheap here); a large one is bound by the update's
+memory traffic and gets PANEL_WIDTH.
 Where the launches rather than the kernels set the time (a small input, or split panels with a launch per
 reflector), the launch chain of a (batch, n, device) is captured once as a CUDA graph and replayed
 (``_GraphedQR``); otherwise the first call records each launch's compiled kernel and arguments and the later
@@ -96,6 +97,9 @@ import triton.language as tl
 SMALL_N_MAX = 32  # up to this n one warp factors the whole matrix, a column per thread
 ROW_MULTIPLE = 16  # a large input whose n is not a multiple of this is factored padded to one with zeros
 LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: narrow panels, a CUDA graph
+# (where panels are split, n > MAX_REGISTER_PANEL_ROWS, only up to this size: above it the wider panels and the
+# look-ahead pay for the split launches they add, 2 to 23 % faster from 18 MiB on, docs/perf.md v75)
+SPLIT_LATENCY_BOUND_BYTES = 16 * 2**20
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
 # A large input with register panels (n <= MAX_REGISTER_PANEL_ROWS) and more matrices than multiprocessors takes
@@ -968,7 +972,8 @@ def _update_programs(A: torch.Tensor, max_register_rows: int = MAX_REGISTER_PANE
 
 def _latency_bound(A: torch.Tensor) -> bool:
     """Whether the input is too small to fill the GPU, so that launches and the reflector chain set the time."""
-    return A.numel() * A.element_size() <= LATENCY_BOUND_BYTES
+    limit = LATENCY_BOUND_BYTES if A.shape[-1] <= MAX_REGISTER_PANEL_ROWS else SPLIT_LATENCY_BOUND_BYTES
+    return A.numel() * A.element_size() <= limit
 
 
 def _factor_in_parts(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, parts: int, launch=_launch_plainly,

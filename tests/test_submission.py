@@ -276,6 +276,7 @@ def test_unaligned_n_is_the_corner_of_its_zero_padded_factorization(n, case, spl
     # factorization, bit for bit.  (Large here: no input is latency-bound; with split, register panels of at
     # most 32 rows, so that the first panels are split, as above n = 1024 on the GPU.)
     monkeypatch.setattr(sub, "LATENCY_BOUND_BYTES", 0)
+    monkeypatch.setattr(sub, "SPLIT_LATENCY_BOUND_BYTES", 0)
     if split:
         monkeypatch.setattr(sub, "MAX_REGISTER_PANEL_ROWS", sub.PANEL_WIDTH)
     m = -(-n // sub.ROW_MULTIPLE) * sub.ROW_MULTIPLE
@@ -297,6 +298,13 @@ def test_unaligned_n_is_the_corner_of_its_zero_padded_factorization(n, case, spl
     assert torch.equal(H, H_P[:, :n, :n]) and torch.equal(tau, tau_P[:, :n])
     assert torch.equal(tau_P[:, n:], torch.zeros_like(tau_P[:, n:]))  # the zero columns' reflectors are trivial
     _check(A, (H, tau))
+
+
+@pytest.mark.parametrize("batch,n,latency_bound", [(8, 1024, True), (9, 1024, False), (1, 2048, True),
+                                                     (2, 1280, True), (4, 1100, False), (2, 2048, False)])
+def test_which_inputs_are_latency_bound(batch, n, latency_bound):
+    # Up to 32 MiB with register panels (n <= 1024), up to 16 MiB where panels are split.
+    assert sub._latency_bound(torch.empty(batch, n, n, device="meta")) == latency_bound
 
 
 def test_a_latency_bound_input_is_not_padded():
