@@ -9,8 +9,8 @@
 #   bash docs/prepared/run-s34.sh 4   # constants tuned on the H100, on this card (run-s32.sh 2)
 #   bash docs/prepared/run-s34.sh 5   # split inputs (n > 1024) up to 32 MiB on the large path (sl, s33-splitlarge.diff)
 #                                     # against the entry, now that a misaligned one is padded there
-#   bash docs/prepared/run-s34.sh 6   # v75 (split inputs latency-bound only up to 16 MiB): specs/qr.yml's tests with
-#                                     # their gate margins (n2048 b2 now takes the large path)
+#   bash docs/prepared/run-s34.sh 6   # v75 (split inputs latency-bound only up to 16 MiB): the tests that it moves to
+#                                     # the large path (eval-v75.yml: specs/qr.yml's n2048 b2), with gate margins
 set -u
 STEPS=${1:-1}
 V=/tmp/s34
@@ -27,7 +27,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
     else echo "run-s34.sh: step 1 wants an H200"; fi
 }
 [[ $STEPS == *6* ]] && {
-    timeout 300 python -m eval test --specs specs/qr.yml --json "$OUT/test.json" > "$OUT/test.txt" 2>&1
+    timeout 200 python -m eval test --specs docs/prepared/eval-v75.yml --json "$OUT/test.json" > "$OUT/test.txt" 2>&1
     echo "eval test: rc $?"
     python3 - "$OUT/test.json" <<'PY'
 import json, sys
