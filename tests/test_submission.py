@@ -68,6 +68,18 @@ def test_blocked_odd_n_with_split_panels(batch, n, case, look_ahead):
     _check(A, sub.qr_blocked(A, panel_width=16, max_register_rows=16, look_ahead=look_ahead))
 
 
+@pytest.mark.parametrize("case,cond", [("rankdef", 0), ("mixed", 2), ("nearrank", 0)])
+def test_split_panels_on_the_large_path(case, cond):
+    # A split input above SPLIT_LATENCY_BOUND_BYTES (n2048 b2 of the contest's tests): panels of PANEL_WIDTH
+    # columns with look-ahead, the taller ones in slices of SPLIT_PANEL_SLICE rows; margins within a tenth of
+    # each gate, as the issue asks of every case (about 0.002 here).
+    A = _input(2, 100, case, cond=cond, seed=6)
+    result = reference.check_details(A, sub.qr_blocked(A, panel_width=sub.PANEL_WIDTH,
+                                                       max_register_rows=sub.SPLIT_PANEL_SLICE, look_ahead=True))
+    assert result.ok, result.message
+    assert result.factor_margin <= 0.1 and result.orth_margin <= 0.1, (result.factor_margin, result.orth_margin)
+
+
 @pytest.mark.parametrize("look_ahead", [True, False])
 @pytest.mark.parametrize("batch,n,case", [(1, 150, "dense"), (2, 130, "rowscale")])
 def test_update_rows_split_over_programs(batch, n, case, look_ahead):
