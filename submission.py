@@ -98,7 +98,8 @@ SMALL_N_MAX = 32  # up to this n one warp factors the whole matrix, a column per
 ROW_MULTIPLE = 16  # a large input whose n is not a multiple of this is factored padded to one with zeros
 LATENCY_BOUND_BYTES = 32 * 2**20  # an input up to this size is latency-bound: narrow panels, a CUDA graph
 # (where panels are split, n > MAX_REGISTER_PANEL_ROWS, only up to this size: above it the wider panels and the
-# look-ahead pay for the split launches they add, 2 to 23 % faster from 18 MiB on, docs/perf.md v75)
+# look-ahead pay for the split launches they add, 2 to 23 % faster from 18 MiB on but for n1200 b4, 3 % slower;
+# docs/perf.md v75)
 SPLIT_LATENCY_BOUND_BYTES = 16 * 2**20
 NARROW_PANEL_WIDTH = 16  # (NB) panel width of a latency-bound input: a cheaper chain of reflectors;
 PANEL_WIDTH = 32  # otherwise: half as many passes of the trailing update over memory
