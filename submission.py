@@ -1019,8 +1019,8 @@ def _factor(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch=_launch_
 def _factor_padded(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, launch) -> None:
     """QR of A (n > SMALL_N_MAX) as the corners of zero matrices of the next multiple of ROW_MULTIPLE, whose
     accesses are 16 bytes wide (see the module's notes)."""
-    n = A.shape[-1]
-    batch, m = A.shape[0], _cdiv(n, ROW_MULTIPLE) * ROW_MULTIPLE
+    batch, n = A.shape[0], A.shape[-1]
+    m = _cdiv(n, ROW_MULTIPLE) * ROW_MULTIPLE
     P, P_tau = A.new_empty(batch, m, m), A.new_empty(batch, m)
     rows, cols, options = 16, 128, dict(num_warps=4, **_dependent_launch(A.device))
     launch(_pad, (batch, _cdiv(m, rows)), A, P, n, m, ROWS=rows, COLS=cols, **options)
