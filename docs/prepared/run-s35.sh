@@ -11,8 +11,8 @@
 #   bash docs/prepared/run-s35.sh r   # v76a and v76b (s35-v76a.diff, s35-v76b.diff: a 32-column register panel factored
 #                                     # as two halves of 16; the small products of v76a in registers, of v76b through
 #                                     # the panel's T in global memory) against the entry: the shuffle's bit-identity
-#                                     # test on each, then ab_bench of the shapes with 32-column register panels
-#                                     # (AB_CASES overrides them); with q also kernel times (PDL off)
+#                                     # test on each, then ab_bench of n1024 b60 and n512 b640 (at most 570 s;
+#                                     # AB_CASES=... picks others, n2048:8:dense next); with q also kernel times
 #   bash docs/prepared/run-s35.sh t   # the GPU tests (run-s34.sh 2) on v76b (or on V76=a)
 set -u
 STEPS=${1:-1}
@@ -41,10 +41,10 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 [[ $STEPS == *r* ]] && {
     for v in a b; do  # the GPU test reads submission.py (this tree is the device's copy)
         cp $V/v76$v.py submission.py
-        echo "v76$v: $(timeout 150 python -m pytest -q -x tests/gpu/test_panel_shuffle.py -k a_panel_factored 2>&1 | tail -1)"
+        echo "v76$v: $(timeout 120 python -m pytest -q -x tests/gpu/test_panel_shuffle.py -k a_panel_factored 2>&1 | tail -1)"
     done
     cp $V/entry.py submission.py
-    timeout 400 python tests/gpu/ab_bench.py ${AB_CASES:-1024:60:dense,512:640:dense,2048:8:dense} $V/entry.py \
+    timeout 330 python tests/gpu/ab_bench.py ${AB_CASES:-1024:60:dense,512:640:dense} $V/entry.py \
         $V/v76a.py $V/v76b.py 2>&1 | tee "$OUT/ab-v76.txt"
     [[ $STEPS == *q* ]] && timeout 150 python tests/gpu/kernel_profile.py $V/v76a.py $V/v76b.py --serial \
         --shapes 640:512,60:1024 2>&1 | grep "^b\|^==" | tee "$OUT/profile-v76.txt"
