@@ -1,10 +1,9 @@
 #!/bin/bash
 # Device calls of the thirty-fifth session.  Nothing to carry.  Logs under $OUT.
-#   bash docs/prepared/run-s35.sh 1   # on an H200: the evaluator's score of the committed entry (run-s32.sh 1, about
+#   bash docs/prepared/run-s35.sh 1   # on an H200: the evaluator's score of the committed entry (run-s34.sh 1, about
 #                                     # 270 s)
 #   bash docs/prepared/run-s35.sh 6   # v75's tests (eval-v75.yml: specs/qr.yml's n2048 b2 on the large path) with
-#                                     # their gate margins (run-s34.sh 6, which no longer runs: s33-splitlarge.diff
-#                                     # is in the entry since v75)
+#                                     # their gate margins (run-s34.sh 6)
 #   bash docs/prepared/run-s35.sh p   # the register panel's step at 16 columns against 32 on the same warps: kernel
 #                                     # times (PDL off) of nb32 (the entry with BLOCK_PANELS = 1) and nb16 (also
 #                                     # PANEL_WIDTH = 16, half the floats a thread), n512 b640 and n1024 b60
