@@ -13,6 +13,8 @@
 #                                     # test on each, then ab_bench of n1024 b60 and n512 b640 (at most 570 s;
 #                                     # AB_CASES=... picks others, n2048:8:dense next); with q also kernel times
 #   bash docs/prepared/run-s35.sh t   # the GPU tests (run-s34.sh 2) on v76b (or on V76=a)
+# (r ran in session 36: v76a and v76b lost, +29 to +65 %, and are not kept, so t is not needed: docs/perf.md
+# "v76 measured".)
 set -u
 STEPS=${1:-1}
 V=/tmp/s35

@@ -11,6 +11,7 @@
 #                                     #        kernel times at n1024 b60
 #                                     #   pt2: PARTS_SHARED = 2 (n512 b640 in two chains of blocks)
 #                                     #   st2: the 64-column updates at 2 pipeline stages instead of 3
+# (pt2 and st2 are built as run-s29.sh builds them; that script now stops at its ups2, whose line has changed.)
 set -u
 STEPS=${1:-k}
 LIMIT=${LIMIT:-560}  # seconds the whole call may take (a call with less device time left passes less)
