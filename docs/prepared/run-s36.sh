@@ -1,5 +1,6 @@
 #!/bin/bash
 # Device calls of the thirty-sixth session.  Nothing to carry.  Logs under $OUT.
+# Ran in session 37 (kt, on an H100): w16, pt2 and st2 all lost (docs/perf.md); k is left for an H200.
 #   bash docs/prepared/run-s36.sh kt  # (t: where w16 wins, its GPU tests next; then pt2 / st2 and the kernel times
 #                                     # as far as the time left allows)
 #   bash docs/prepared/run-s36.sh k   # settings chosen on the H100, re-tested on the H200 (ab_bench):
