@@ -7,6 +7,16 @@
 #                                     # n1024 b60 (with v79all: v79 with blocks of two panels for any batch) and
 #                                     # n512 b640, then the shuffle's bit-identity tests on v79 and v80
 #   bash docs/prepared/run-s39.sh ab  # and the rest of the shapes they move (n2048 b8, n4096 b2, n352 b40, n176 b40)
+#   bash docs/prepared/run-s39.sh d   # v80's GPU tests: the bit-identity of the two ways to take column j with its
+#                                     # failures' tracebacks (session 39's first call: 2 of its multi-tile cases
+#                                     # failed), then every panel path, the prepared chains and the split panels
+#   bash docs/prepared/run-s39.sh 1   # on an H200: the evaluator's score of v80 (run-s32.sh 1 with v80 as the
+#                                     # submission, about 270 s)
+#   bash docs/prepared/run-s39.sh v   # v81 (v80 + s39-v81.diff: a latency-bound input's next panel applies the panel
+#                                     # before it to its own columns, and the rest of that update runs beside it)
+#                                     # against the entry and v80 on the latency-bound shapes, then its race check
+#   bash docs/prepared/run-s39.sh p   # where the latency-bound inputs' time goes: the entry's kernels, each alone
+#                                     # (PDL off) and in the chain, n176 b40 and n352 b40 (about 40 s)
 # Every entry's kernels are compiled first, in parallel processes (Triton's cache then serves ab_bench).
 # VARIANTS="v77 v78 v79 v80" adds v77 and v78 (each diff alone on top of the one before).
 set -u
@@ -15,9 +25,9 @@ LIMIT=${LIMIT:-560}  # seconds the whole call may take
 V=/tmp/s39
 mkdir -p $V
 cp submission.py $V/entry.py
-cp tests/gpu/test_panel_shuffle.py $V/test_panel_shuffle.py
+cp tests/gpu/test_panel_shuffle.py tests/test_kernel_sass.py $V/
 previous=$V/entry.py
-for d in s37-v77 s38-v78 s38-v79 s39-v80; do
+for d in s37-v77 s38-v78 s38-v79 s39-v80 s39-v81; do
     v=${d#*-}
     cp $previous $V/$v.py && patch -s $V/$v.py docs/prepared/$d.diff || { echo "run-s39.sh: $d.diff does not apply"; exit 1; }
     previous=$V/$v.py
@@ -54,11 +64,42 @@ PY
     for v in v79 v80; do
         (( SECONDS < LIMIT - 45 )) || break
         cp $V/$v.py submission.py
-        [ $v = v80 ] && patch -s tests/gpu/test_panel_shuffle.py docs/prepared/s39-v80-tests.diff
+        [ $v = v80 ] && patch -s -p1 < docs/prepared/s39-v80-tests.diff
         timeout $((LIMIT - SECONDS - 5)) python -m pytest -q tests/gpu/test_panel_shuffle.py -k same_bits 2>&1 \
             | tail -3 | tee "$OUT/test-$v.txt"
-        cp $V/test_panel_shuffle.py tests/gpu/test_panel_shuffle.py
+        cp $V/test_panel_shuffle.py tests/gpu/test_panel_shuffle.py && cp $V/test_kernel_sass.py tests/test_kernel_sass.py
         cp $V/entry.py submission.py
+    done
+}
+[[ $STEPS == *d* ]] && {
+    cp $V/v80.py submission.py && patch -s -p1 < docs/prepared/s39-v80-tests.diff
+    timeout 120 python -m pytest -q -x --tb=short tests/gpu/test_panel_shuffle.py -k same_bits 2>&1 | tail -30 \
+        | tee "$OUT/test-v80-bits.txt"
+    timeout 170 python -m pytest -q --tb=line tests/gpu/test_panel_shuffle.py \
+        tests/gpu/test_prepared_paths.py tests/gpu/test_split_panels.py -k "not same_bits" 2>&1 | tail -15 \
+        | tee "$OUT/test-v80-gpu.txt"
+    cp $V/test_panel_shuffle.py tests/gpu/test_panel_shuffle.py && cp $V/test_kernel_sass.py tests/test_kernel_sass.py
+    cp $V/entry.py submission.py
+}
+[[ $STEPS == *v* ]] && (( SECONDS < LIMIT - 120 )) && {
+    LB=176:40:dense,352:40:dense,512:16:dense,1024:4:dense
+    warm $LB $V/entry.py $V/v80.py $V/v81.py
+    timeout $(( LIMIT - SECONDS - 40 )) python tests/gpu/ab_bench.py $LB $V/entry.py $V/v80.py $V/v81.py 2>&1 \
+        | tee "$OUT/ab-v81.txt"
+    (( SECONDS < LIMIT - 30 )) && timeout $(( LIMIT - SECONDS - 5 )) python tests/gpu/race_check.py \
+        176:40:rowscale,352:40:mixed,1024:4:rankdef $V/v81.py --repeats 8 2>&1 | tail -6 | tee "$OUT/race-v81.txt"
+}
+[[ $STEPS == *1* ]] && {
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+        cp $V/v80.py submission.py
+        bash docs/prepared/run-s32.sh 1
+        cp $V/entry.py submission.py
+    else echo "run-s39.sh: step 1 wants an H200"; fi
+}
+[[ $STEPS == *p* ]] && (( SECONDS < LIMIT - 45 )) && {
+    for mode in --serial ""; do
+        timeout $(( LIMIT - SECONDS - 5 )) python tests/gpu/kernel_profile.py $V/entry.py $mode --shapes 40:176,40:352 \
+            2>&1 | tee -a "$OUT/profile-latency.txt"
     done
 }
 [[ $STEPS == *b* ]] && (( SECONDS < LIMIT - 150 )) && {
