@@ -240,23 +240,28 @@ def _from_lane(x, group):
 @triton.jit
 def _pick(X, cols, j, SHUFFLE: tl.constexpr):
     """Column j of X [..., G, 4] (a block of panel rows, or a row [G, 4]), as [..., G] with every entry equal.
-    The thread holding column j takes it from its run (summed with -0.0, not 0.0, as the neutral element: x +
-    (-0.0) is x exactly, so the compiler drops the run's other three entries when it knows j mod 4); with SHUFFLE
-    the other lanes take it by one shuffle (X laid out as ``_from_lane`` needs), otherwise it is summed over the
-    runs.  Exact either way."""
-    own = tl.sum(tl.where(cols == j, X, -0.0), axis=len(X.shape) - 1)
+    With SHUFFLE every lane offers its run's entry j mod 4 and the other lanes take the one of run j // 4 by one
+    shuffle (X laid out as ``_from_lane`` needs); otherwise column j's entry is summed over the runs.  The entries
+    are summed as integers (their bits; the others 0): x + 0 is x for integers, so the compiler drops the sum of a
+    run where it knows j mod 4 (x + 0.0 is not x for floats: -0.0).  Exact either way."""
+    bits = X.to(tl.int32, bitcast=True)
     if SHUFFLE:
-        return _from_lane(own, j // 4)
+        own = tl.sum(tl.where(tl.arange(0, 4) == j % 4, bits, 0), axis=len(X.shape) - 1)
+        return _from_lane(own.to(tl.float32, bitcast=True), j // 4)
     else:
-        return tl.broadcast_to(tl.expand_dims(tl.sum(own, axis=len(own.shape) - 1), len(own.shape) - 1), own.shape)
+        own = tl.sum(tl.where(cols == j, bits, 0), axis=len(X.shape) - 1)
+        own = tl.broadcast_to(tl.expand_dims(tl.sum(own, axis=len(own.shape) - 1), len(own.shape) - 1), own.shape)
+        return own.to(tl.float32, bitcast=True)
 
 
 @triton.jit
 def _panel_reflector(d, m, j, cols, SHUFFLE: tl.constexpr):
     """Reflector j from the diagonal row d and folded sums m ([G, 4] each; alpha = d[j], sigma = m[j]): tau,
-    scale and diagonal as [G] vectors of equal entries, and w = d + m scale."""
-    tau, scale, diagonal = _reflector(_pick(d, cols, j, SHUFFLE), _pick(m, cols, j, SHUFFLE))
-    return tau, scale, diagonal, d + m * scale[:, None]
+    scale, diagonal and pivot = alpha - diagonal (alpha - beta, 0 if trivial) as [G] vectors of equal entries,
+    and w = d + m scale."""
+    alpha = _pick(d, cols, j, SHUFFLE)
+    tau, scale, diagonal = _reflector(alpha, _pick(m, cols, j, SHUFFLE))
+    return tau, scale, diagonal, alpha - diagonal, d + m * scale[:, None]
 
 
 @triton.jit
@@ -293,15 +298,34 @@ def _add_pairs(d0, m0, d1, m1):
 
 
 @triton.jit
-def _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w):
-    """Apply reflector j to a block of panel rows P [R, G, 4] (``x`` [R, G] its column j): column j becomes
-    (diagonal, v[1:]), columns c > j lose ``tau v w[c]``; columns c < j (earlier reflectors, R) are untouched."""
+def _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, pivot, w, SCALED: tl.constexpr):
+    """Apply reflector j to a block of panel rows P [R, G, 4] (``x`` [R, G] its column j): columns c > j lose
+    ``tau v w[c]``, taken as ``x (tau scale w[c])`` below row j (v = x scale there) and ``pivot (tau scale w[c])``
+    on it (v = 1 = pivot scale), so that no row multiplies x by scale; columns c < j (earlier reflectors, R) are
+    untouched.  Column j becomes (diagonal, v[1:]), or with SCALED false (diagonal, x[1:]): a register panel
+    keeps its columns unscaled until its store (``_factor_panel``), where each is multiplied once.  Column j is
+    then the update's own result everywhere but on row j: the update's factor of column j is 0, and P - x 0 is
+    x there."""
     r = rows[:, None]
     below = r > j
-    v = tl.where(below, x * scale, tl.where(r == j, 1.0, 0.0))
-    updated = P - (tau * v)[:, :, None] * tl.where(cols > j, w, 0.0)[None, :, :]
-    column_j = tl.where(below, x * scale, tl.where(r == j, diagonal, x))
-    return tl.where(cols[None, :, :] == j, column_j[:, :, None], updated)
+    coefficient = tl.where(below, x, tl.where(r == j, pivot, 0.0))
+    updated = P - coefficient[:, :, None] * ((tau * scale)[:, None] * tl.where(cols > j, w, 0.0))[None, :, :]
+    if SCALED:
+        column_j = tl.where(below, x * scale, tl.where(r == j, diagonal, x))
+        return tl.where(cols[None, :, :] == j, column_j[:, :, None], updated)
+    else:
+        return tl.where((cols[None, :, :] == j) & (r[:, :, None] == j), diagonal[None, :, None], updated)
+
+
+@triton.jit
+def _unfolded(x):
+    """x itself, through a move that LLVM cannot see into (ptxas drops it).  Selections made from x then stay
+    selections of x: LLVM would otherwise fold a selection of a selection into one of the values x was selected
+    from, and keep both sets of registers of a panel live at once (spilled)."""
+    if _INTERPRETED:  # the interpreter runs no assembly
+        return x
+    else:
+        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -366,6 +390,7 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
     offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
     P = tl.reshape(tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0), [ROWS, NB // 4, 4])
     taus = tl.zeros(cols.shape, dtype=tl.float32)
+    scales = tl.full(cols.shape, 1.0, dtype=tl.float32)
     t_rows = tl.arange(0, NB)
     T = tl.zeros([NB, NB // 4, 4], dtype=tl.float32)  # T[i, g, e] = T[i, 4 g + e]
     # With the loop unrolled by 4 the compiler knows which of a thread's 4 column registers can be column j: it
@@ -376,11 +401,14 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
             if j < n_cols:
                 x = _pick(P, cols[None, :, :], j, SHUFFLE)
                 d, m = _fold_sums(P, x, rows, cols, j)
-                tau, scale, diagonal, w = _panel_reflector(d, m, j, cols, SHUFFLE)
-                P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, w)
+                tau, scale, diagonal, pivot, w = _panel_reflector(d, m, j, cols, SHUFFLE)
+                P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, pivot, w, False)
                 taus = tl.where(cols == j, tau[:, None], taus)
-                if WRITE_T:
-                    T = _T_column(T, w, tau, j, t_rows, cols)
+                if WRITE_T:  # w[c] = x_cᵀ v_j for c < j: (VᵀV)[c, j] = scale_c w[c]
+                    T = _T_column(T, w * scales, tau, j, t_rows, cols)
+                scales = tl.where(cols == j, scale[:, None], scales)
+    # v_c[1:] = x_c[1:] scale_c, through _unfolded: V's parts are selected from these below
+    P = _unfolded(tl.where(rows[:, None, None] > cols[None, :, :], P * scales[None, :, :], P))
     tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [ROWS, NB]), mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
@@ -510,8 +538,9 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, V_out, n, k0, j, step, NB
         previous = slot + ((step + 2) % 3) * 2 * NB
         d = tl.load(previous + cols)
         m = tl.load(previous + NB + cols)
-        tau, scale, diagonal, w = _panel_reflector(d, m, j - 1, cols, False)  # d, m loaded: not in P's lanes
-        P = _reflect_rows(P, _pick(P, cols[None, :, :], j - 1, SHUFFLE), rows, cols, j - 1, tau, scale, diagonal, w)
+        tau, scale, diagonal, pivot, w = _panel_reflector(d, m, j - 1, cols, False)  # d, m loaded: not in P's lanes
+        x = _pick(P, cols[None, :, :], j - 1, SHUFFLE)
+        P = _reflect_rows(P, x, rows, cols, j - 1, tau, scale, diagonal, pivot, w, True)
         tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [SLICE, NB]), mask=inside)
         if p == 0:
             tl.store(tau_out + b * n + k0 + cols, tl.broadcast_to(tau[:, None], cols.shape), mask=cols == j - 1)
