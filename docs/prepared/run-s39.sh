@@ -1,24 +1,22 @@
 #!/bin/bash
-# Device calls of the thirty-ninth session (run-s38.sh folded in: never run).  Nothing to carry.  Logs under $OUT.
-#   bash docs/prepared/run-s39.sh a   # v79 (s37-v77.diff + s38-v78.diff + s38-v79.diff: a register panel's step
-#                                     # without lane masks, its columns unscaled until the store, column j from the
-#                                     # update) and v80 (v79 + s39-v80.diff: a register panel held in tiles of an
-#                                     # eighth of its power of 2, fewer padding rows) against the entry: ab_bench on
-#                                     # n1024 b60 (with v79all: v79 with blocks of two panels for any batch) and
-#                                     # n512 b640, then the shuffle's bit-identity tests on v79 and v80
-#   bash docs/prepared/run-s39.sh ab  # and the rest of the shapes they move (n2048 b8, n4096 b2, n352 b40, n176 b40)
+# Device calls of the thirty-ninth session (run-s38.sh folded in).  Nothing to carry.  Logs under $OUT.
+# The entry is v79 since this session's first call (a and b ran then with v79 and v80 as patches on 7d1700c).
+#   bash docs/prepared/run-s39.sh a   # v80 (s39-v80.diff: a register panel held in tiles of an eighth of its power of
+#                                     # 2, fewer padding rows) against the entry: ab_bench on n1024 b60 and n512 b640,
+#                                     # then the shuffle's bit-identity tests on the entry and v80
+#   bash docs/prepared/run-s39.sh ab  # and the rest of the shapes (n2048 b8, n4096 b2, n352 b40, n176 b40)
 #   bash docs/prepared/run-s39.sh d   # v80's GPU tests: the bit-identity of the two ways to take column j with its
 #                                     # failures' tracebacks (session 39's first call: 2 of its multi-tile cases
 #                                     # failed), then every panel path, the prepared chains and the split panels
-#   bash docs/prepared/run-s39.sh 1   # on an H200: the evaluator's score of v80 (run-s32.sh 1 with v80 as the
-#                                     # submission, about 270 s)
 #   bash docs/prepared/run-s39.sh v   # v81 (v80 + s39-v81.diff: a latency-bound input's next panel applies the panel
 #                                     # before it to its own columns, and the rest of that update runs beside it)
 #                                     # against the entry and v80 on the latency-bound shapes, then its race check
+#   bash docs/prepared/run-s39.sh 1   # on an H200: the evaluator's score of v80 (run-s32.sh 1 with v80 as the
+#                                     # submission, about 270 s)
 #   bash docs/prepared/run-s39.sh p   # where the latency-bound inputs' time goes: the entry's kernels, each alone
 #                                     # (PDL off) and in the chain, n176 b40 and n352 b40 (about 40 s)
 # Every entry's kernels are compiled first, in parallel processes (Triton's cache then serves ab_bench).
-# VARIANTS="v77 v78 v79 v80" adds v77 and v78 (each diff alone on top of the one before).
+# VARIANTS="v80 v81" adds v81 to a and b.
 set -u
 STEPS=${1:-a}
 LIMIT=${LIMIT:-560}  # seconds the whole call may take
@@ -27,15 +25,13 @@ mkdir -p $V
 cp submission.py $V/entry.py
 cp tests/gpu/test_panel_shuffle.py tests/test_kernel_sass.py $V/
 previous=$V/entry.py
-for d in s37-v77 s38-v78 s38-v79 s39-v80 s39-v81; do
+for d in s39-v80 s39-v81; do
     v=${d#*-}
     cp $previous $V/$v.py && patch -s $V/$v.py docs/prepared/$d.diff || { echo "run-s39.sh: $d.diff does not apply"; exit 1; }
     previous=$V/$v.py
 done
-sed "s/ and A.shape\[0\] > _multiprocessors(A.device)$//" $V/v79.py > $V/v79all.py
-[ "$(diff $V/v79.py $V/v79all.py | grep -c '^>')" = 1 ] || { echo "run-s39.sh: v79all.py is not v79.py with 1 line changed"; exit 1; }
 ENTRIES="$V/entry.py"
-for v in ${VARIANTS:-v79 v80}; do ENTRIES="$ENTRIES $V/$v.py"; done
+for v in ${VARIANTS:-v80}; do ENTRIES="$ENTRIES $V/$v.py"; done
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 warm() {  # warm CASES ENTRY...: one call of each entry on each case, all in parallel, to fill Triton's cache
     local cases=$1; shift
@@ -56,12 +52,11 @@ PY
     echo "warm $cases: $SECONDS s" | tee -a "$OUT/warm.txt"
 }
 [[ $STEPS == *a* ]] && {
-    warm 1024:60:dense,512:640:dense $ENTRIES $V/v79all.py
-    timeout $(( LIMIT - SECONDS - 200 )) python tests/gpu/ab_bench.py 1024:60:dense $ENTRIES $V/v79all.py 2>&1 \
-        | tee "$OUT/ab-a.txt"
+    warm 1024:60:dense,512:640:dense $ENTRIES
+    timeout $(( LIMIT - SECONDS - 200 )) python tests/gpu/ab_bench.py 1024:60:dense $ENTRIES 2>&1 | tee "$OUT/ab-a.txt"
     (( SECONDS < LIMIT - 100 )) && timeout $(( LIMIT - SECONDS - 60 )) python tests/gpu/ab_bench.py 512:640:dense \
         $ENTRIES 2>&1 | tee -a "$OUT/ab-a.txt"
-    for v in v79 v80; do
+    for v in entry v80; do
         (( SECONDS < LIMIT - 45 )) || break
         cp $V/$v.py submission.py
         [ $v = v80 ] && patch -s -p1 < docs/prepared/s39-v80-tests.diff
