@@ -78,14 +78,16 @@ VᵀV comes with the reflector, and T needs no product of V with itself.
 
 A panel's rows in registers.  A block of panel rows is loaded as a [rows, NB] tile and held as [rows, NB // 4, 4]
 (the same registers): 16-byte loads give each thread runs of 4 consecutive columns, and the NB // 4 runs of a row
-lie in consecutive lanes of one warp.  Every reflector needs its column x everywhere: the thread holding column j
-picks it from its run, and the other lanes of the row take it from that lane by one shuffle (``_from_lane``), not
-by a sum over the row's lanes (three shuffles and additions per row at NB = 32).  Triton lays the tile out this
-way only for a load it knows 16-byte aligned: the host passes ``SHUFFLE`` where it is (n % 16 == 0 and an aligned
-pointer) and the kernel marks the tile's pointers so (``_panel_tile``); elsewhere (and under the interpreter) the
-column is summed over the row's lanes.  x, and the reflector's scalars, are then carried as [rows, NB // 4] and
-[NB // 4] tensors whose entries along the runs are all equal, so that a thread holds one of each per row, as a row
-vector would.
+lie in consecutive lanes of one warp.  A tile's rows are a power of 2, a panel's need not be, and a padding row
+costs a step what a panel row does: a register panel is held as a tuple of TILES tiles of an eighth of the power of
+2 above its rows (``_panel_tiles``), whose folded sums are added before their one reduction.  Every reflector needs
+its column x everywhere: the thread holding column j picks it from its run, and the other lanes of the row take it
+from that lane by one shuffle (``_from_lane``), not by a sum over the row's lanes (three shuffles and additions per
+row at NB = 32).  Triton lays the tile out this way only for a load it knows 16-byte aligned: the host passes
+``SHUFFLE`` where it is (n % 16 == 0 and an aligned pointer) and the kernel marks the tile's pointers so
+(``_panel_tile``); elsewhere (and under the interpreter) the column is summed over the row's lanes.  x, and the
+reflector's scalars, are then carried as [rows, NB // 4] and [NB // 4] tensors whose entries along the runs are all
+equal, so that a thread holds one of each per row, as a row vector would.
 """
 
 import os
@@ -125,6 +127,9 @@ SPLIT_PANEL_SLICE = 32
 PANEL_FLOATS_PER_THREAD_LATENCY = 32
 PANEL_FLOATS_PER_THREAD_OWN_SM = 64
 PANEL_FLOATS_PER_THREAD_SHARED = 128
+# A register panel's rows are held in tiles of this fraction of the power of 2 above them (a tensor's rows are a
+# power of 2): at most that share of its registers and steps go to padding rows, against up to half in one tile.
+PANEL_TILE_FRACTION = 8
 UPDATE_WARPS = 4  # warps per program of the update's two kernels
 # Registers per thread of an update program when the matrices alone give the launch many programs per
 # multiprocessor (rows not cut in chunks): the fused update needs ~190, which lets two programs share a
@@ -279,13 +284,17 @@ def _reflector(alpha, sigma):
 
 
 @triton.jit
-def _fold_sums(P, x, rows, cols, j):
-    """The diagonal row ``d = P[j, :]`` and folded sums ``m[c] = sum_{r>j} x[r] P[r, c]`` of a block of panel
-    rows P [R, G, 4] (``rows`` [R] are the block's panel-row indices, ``x`` [R, G] its column j); partial sums
-    when the block is part of the panel.  Both come from one reduction: one exchange between the warps per
-    reflector, not two."""
-    d_terms = tl.where(rows[:, None, None] == j, P, 0.0)
-    m_terms = tl.where(rows[:, None] > j, x, 0.0)[:, :, None] * P
+def _fold_sums(tiles, xs, row_sets, j):
+    """The diagonal row ``d = P[j, :]`` and folded sums ``m[c] = sum_{r>j} x[r] P[r, c]`` of the panel rows held
+    as a tuple of tiles P [R, G, 4] (``row_sets`` their panel-row indices [R], ``xs`` their column j [R, G]);
+    partial sums when the tiles are part of the panel.  The tiles' terms are added first (every tile has the
+    same layout: a thread's own registers), then one reduction gives both: one exchange between the warps per
+    reflector, not one a tile or a sum."""
+    d_terms = tl.where(row_sets[0][:, None, None] == j, tiles[0], 0.0)
+    m_terms = tl.where(row_sets[0][:, None] > j, xs[0], 0.0)[:, :, None] * tiles[0]
+    for i in tl.static_range(1, len(tiles)):  # (fma: one rounding a term, whatever the compiler would contract)
+        d_terms += tl.where(row_sets[i][:, None, None] == j, tiles[i], 0.0)
+        m_terms = tl.fma(tl.where(row_sets[i][:, None] > j, xs[i], 0.0)[:, :, None], tiles[i], m_terms)
     if _INTERPRETED:  # the interpreter runs a reduction's own combine function in Python, element by element
         return tl.sum(d_terms, axis=0), tl.sum(m_terms, axis=0)
     else:
@@ -372,23 +381,30 @@ def _store_T(T_out, b, lower, taus, t_rows, cols):
 
 @triton.jit
 def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
-                  ROWS: tl.constexpr, NB: tl.constexpr, V_WIDTH: tl.constexpr, WRITE_T: tl.constexpr,
-                  SHUFFLE: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr, PDL: tl.constexpr):
-    """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers (ROWS >= n - k0
-    rows), read from ``src`` (the input for the first panel, else H itself); write its taus and, if WRITE_T (the
-    panel has trailing columns), the T of its compact WY form (``T_out`` [batch, NB, NB]), built a column per
-    reflector (see ``_reflector``), and V's parts for the update (``V_out``, rows V_WIDTH apart, see
-    ``_store_V_parts``)."""
+                  ROWS: tl.constexpr, TILES: tl.constexpr, NB: tl.constexpr, V_WIDTH: tl.constexpr,
+                  WRITE_T: tl.constexpr, SHUFFLE: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr,
+                  PDL: tl.constexpr):
+    """Factor the panel H[b, k0:, k0:k0+NB] of matrix b = program id, held whole in registers as TILES tiles of
+    ROWS rows (TILES ROWS >= n - k0 rows: a tensor's rows are a power of 2, a panel's need not be, and a tile of
+    padding rows costs what one of the panel's does), read from ``src`` (the input for the first panel, else H
+    itself); write its taus and, if WRITE_T (the panel has trailing columns), the T of its compact WY form
+    (``T_out`` [batch, NB, NB]), built a column per reflector (see ``_reflector``), and V's parts for the update
+    (``V_out``, rows V_WIDTH apart, see ``_store_V_parts``)."""
     _follow(PDL)
     b = tl.program_id(0).to(tl.int64)
     _await(counters, b, wait, FLAGS)
-    rows = tl.arange(0, ROWS)
     cols = _panel_columns(NB)
     n_cols = tl.minimum(n - k0, NB)
     flat = tl.arange(0, NB)
-    inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
-    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
-    P = tl.reshape(tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0), [ROWS, NB // 4, 4])
+    tiles = ()
+    row_sets = ()
+    for i in tl.static_range(TILES):
+        rows = i * ROWS + tl.arange(0, ROWS)
+        inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
+        offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+        tile = tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0)
+        tiles += (tl.reshape(tile, [ROWS, NB // 4, 4]),)
+        row_sets += (rows,)
     taus = tl.zeros(cols.shape, dtype=tl.float32)
     scales = tl.full(cols.shape, 1.0, dtype=tl.float32)
     t_rows = tl.arange(0, NB)
@@ -399,21 +415,32 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
         for s in tl.static_range(4):
             j = j0 + s
             if j < n_cols:
-                x = _pick(P, cols[None, :, :], j, SHUFFLE)
-                d, m = _fold_sums(P, x, rows, cols, j)
+                xs = ()
+                for i in tl.static_range(TILES):
+                    xs += (_pick(tiles[i], cols[None, :, :], j, SHUFFLE),)
+                d, m = _fold_sums(tiles, xs, row_sets, j)
                 tau, scale, diagonal, pivot, w = _panel_reflector(d, m, j, cols, SHUFFLE)
-                P = _reflect_rows(P, x, rows, cols, j, tau, scale, diagonal, pivot, w, False)
+                reflected = ()
+                for i in tl.static_range(TILES):
+                    reflected += (_reflect_rows(tiles[i], xs[i], row_sets[i], cols, j, tau, scale, diagonal, pivot,
+                                                w, False),)
+                tiles = reflected
                 taus = tl.where(cols == j, tau[:, None], taus)
                 if WRITE_T:  # w[c] = x_cᵀ v_j for c < j: (VᵀV)[c, j] = scale_c w[c]
                     T = _T_column(T, w * scales, tau, j, t_rows, cols)
                 scales = tl.where(cols == j, scale[:, None], scales)
-    # v_c[1:] = x_c[1:] scale_c, through _unfolded: V's parts are selected from these below
-    P = _unfolded(tl.where(rows[:, None, None] > cols[None, :, :], P * scales[None, :, :], P))
-    tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [ROWS, NB]), mask=inside)
     tl.store(tau_out + b * n + k0 + cols, taus, mask=cols < n_cols)
     if WRITE_T:
         tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
-        _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3, V_WIDTH)
+    for i in tl.static_range(TILES):
+        rows = row_sets[i]
+        inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
+        offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+        # v_c[1:] = x_c[1:] scale_c, through _unfolded: V's parts are selected from these below
+        P = _unfolded(tl.where(rows[:, None, None] > cols[None, :, :], tiles[i] * scales[None, :, :], tiles[i]))
+        tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [ROWS, NB]), mask=inside)
+        if WRITE_T:
+            _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3, V_WIDTH)
     _signal(counters, b, FLAGS)
 
 
@@ -548,7 +575,7 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, V_out, n, k0, j, step, NB
     if STORE_V:
         _store_V_parts(V_out, b, n, P, rows, cols, inside, BF16X3, NB)
     if j < NB:
-        d_part, m_part = _fold_sums(P, _pick(P, cols[None, :, :], j, SHUFFLE), rows, cols, j)
+        d_part, m_part = _fold_sums((P,), (_pick(P, cols[None, :, :], j, SHUFFLE),), (rows,), j)
         current = slot + (step % 3) * 2 * NB
         tl.atomic_add(current + cols, d_part, sem="relaxed")
         tl.atomic_add(current + NB + cols, m_part, sem="relaxed")
@@ -765,6 +792,18 @@ def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PE
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
 
 
+def _panel_tiles(rows: int, width: int, warps: int) -> tuple[int, int]:
+    """(tiles, rows a tile) of a register panel of ``rows`` rows and ``width`` columns on ``warps`` warps: tiles of
+    1 / PANEL_TILE_FRACTION of its power-of-2 tile (``_panel_tile_rows``), so that at most that share of the
+    panel's registers holds padding rows, and no fewer rows than the warps' lanes cover (128 // width rows a
+    warp: a run of 4 columns a lane), so that every tile has the layout the shuffle needs (``_from_lane``);
+    one tile where the tiles would be as tall as it."""
+    whole = _panel_tile_rows(rows)
+    tile = max(16, whole // PANEL_TILE_FRACTION, 128 // width * warps)
+    tiles = _cdiv(rows, tile)
+    return (1, whole) if tiles * tile == whole else (tiles, tile)  # tiles summed cost a little more than one
+
+
 def _launch_plainly(kernel, grid: tuple, *args, **options) -> None:
     """Launch a kernel through Triton's own call path (see ``_DirectQR`` for the other way)."""
     kernel[grid](*args, **options)
@@ -922,11 +961,12 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def register_panel(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
         """One panel of panel_width columns at k0 in a program's registers, T and V's parts where it has
         trailing columns."""
-        tile_rows = rows(k0)
+        warps = _panel_warps(rows(k0), panel_width, floats_per_thread)
+        tiles, tile_rows = _panel_tiles(n - k0, panel_width, warps)
         options, sync = order(1, panel_launch)
-        launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, NB=panel_width,
-               V_WIDTH=nb, WRITE_T=k0 + panel_width < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
-               num_warps=_panel_warps(tile_rows, panel_width, floats_per_thread), **options)
+        launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, TILES=tiles,
+               NB=panel_width, V_WIDTH=nb, WRITE_T=k0 + panel_width < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,
+               num_warps=warps, **options)
 
     def products(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor, W_k: torch.Tensor,
                  width: int = nb, c_end: int = n, tile_cols: int = products_cols) -> int:

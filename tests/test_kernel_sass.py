@@ -11,8 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,V_out:bf16,counters:i32", "--const",
-         "ROWS=512", "--const", "NB=32", "--const", "V_WIDTH=32", "--const", "WRITE_T=True", "--const",
-         "SHUFFLE=True", "--const", "BF16X3=True", "--const", "FLAGS=True", "--const", "PDL=False", "--warps", "4"]
+         "ROWS=512", "--const", "TILES=1", "--const", "NB=32", "--const", "V_WIDTH=32", "--const", "WRITE_T=True",
+         "--const", "SHUFFLE=True", "--const", "BF16X3=True", "--const", "FLAGS=True", "--const", "PDL=False",
+         "--warps", "4"]
 UPDATE = ["submission.py", "_panel_update", "--pointers",
           "src,H,tau_in,grams,T_in,T_next,W_in,W_out,V_in:bf16,V_next:bf16,counters:i32", "--const", "NB=32",
           "--const", "V_WIDTH=32", "--const", "TILE_COLS=64", "--const", "TILE_ROWS=32", "--const",

@@ -17,8 +17,9 @@ machine; the numbers are the installed Triton's, which may differ from the GPU m
 Example (the first panel of n512 b640, as a launch compiles it):
 
     python tests/gpu/kernel_sass.py submission.py _factor_panel \\
-        --pointers src,H,tau_out,T_out,V_out:bf16,counters:i32 --const ROWS=512 --const NB=32 --const V_WIDTH=64 \\
-        --const WRITE_T=True --const SHUFFLE=True --const BF16X3=True --const FLAGS=True --const PDL=True --warps 4
+        --pointers src,H,tau_out,T_out,V_out:bf16,counters:i32 --const ROWS=512 --const TILES=1 --const NB=32 \\
+        --const V_WIDTH=64 --const WRITE_T=True --const SHUFFLE=True --const BF16X3=True --const FLAGS=True \\
+        --const PDL=True --warps 4
 """
 
 import argparse

@@ -22,9 +22,10 @@ sub = load_module(ROOT / "submission.py")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.mark.parametrize("rows,nb,warps", [(16, 16, 1), (128, 16, 2), (256, 32, 8), (512, 32, 4), (1024, 32, 8)])
-def test_a_panel_factored_with_and_without_the_shuffle_gives_the_same_bits(rows, nb, warps):
-    batch, n, k0 = 3, rows + 32, 32  # a panel below the first, as tall as the tile (n - k0 = rows)
+@pytest.mark.parametrize("rows,tiles,nb,warps", [(16, 1, 16, 1), (128, 1, 16, 2), (256, 1, 32, 8), (512, 1, 32, 4),
+                                                (1024, 1, 32, 8), (16, 6, 16, 2), (64, 7, 32, 4), (128, 6, 32, 8)])
+def test_a_panel_factored_with_and_without_the_shuffle_gives_the_same_bits(rows, tiles, nb, warps):
+    batch, n, k0 = 3, rows * tiles + 32, 32  # a panel below the first, as tall as its tiles (n - k0 = rows tiles)
     A = reference.generate_input(batch, n, 2, 3, "mixed", device="cuda")
     out = {}
     for shuffle in (True, False):
@@ -33,7 +34,8 @@ def test_a_panel_factored_with_and_without_the_shuffle_gives_the_same_bits(rows,
         T = torch.zeros(batch, nb, nb, device="cuda")
         V_parts = torch.zeros(batch, 2, n, nb, dtype=torch.bfloat16, device="cuda")
         counters = torch.zeros(1, dtype=torch.int32, device="cuda")
-        sub._factor_panel[(batch,)](H, H, tau, T, V_parts, n, k0, counters, 0, ROWS=rows, NB=nb, V_WIDTH=nb,
+        sub._factor_panel[(batch,)](H, H, tau, T, V_parts, n, k0, counters, 0, ROWS=rows, TILES=tiles, NB=nb,
+                                    V_WIDTH=nb,
                                     WRITE_T=True, SHUFFLE=shuffle, BF16X3=True, FLAGS=False, PDL=False,
                                     num_warps=warps)
         out[shuffle] = (H, tau, T, V_parts)
