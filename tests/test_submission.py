@@ -386,3 +386,19 @@ def test_bad_input_is_a_one_line_error(bad, what):
     with pytest.raises(ValueError, match="expected float32 \\[batch, n, n\\]") as error:
         sub.custom_kernel(bad)
     assert what in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("width,floats", [(16, sub.PANEL_FLOATS_PER_THREAD_LATENCY),
+                                          (32, sub.PANEL_FLOATS_PER_THREAD_OWN_SM),
+                                          (32, sub.PANEL_FLOATS_PER_THREAD_SHARED)])
+def test_a_register_panel_holds_at_most_an_eighth_of_padding(width, floats):
+    # Every register panel's tiles (as _factor_blocked launches them): a power of 2 of rows each, at least the rows
+    # the warps' lanes cover (so that each keeps the shuffle's layout), together as tall as the panel and at most
+    # an eighth of the power-of-2 tile taller, or the power-of-2 tile itself.
+    for rows in range(1, sub.MAX_REGISTER_PANEL_ROWS + 1):
+        whole = sub._panel_tile_rows(rows)
+        warps = sub._panel_warps(whole, width, floats)
+        tiles, tile = sub._panel_tiles(rows, width, warps)
+        assert tile & (tile - 1) == 0 and tile >= 128 // width * warps and tiles * tile >= rows
+        assert (tiles, tile) == (1, whole) or tiles * tile - rows < max(16, whole // 8, 128 // width * warps)
+        assert tiles * tile <= whole
