@@ -292,7 +292,7 @@ def _fold_sums(tiles, xs, row_sets, j):
     reflector, not one a tile or a sum."""
     d_terms = tl.where(row_sets[0][:, None, None] == j, tiles[0], 0.0)
     m_terms = tl.where(row_sets[0][:, None] > j, xs[0], 0.0)[:, :, None] * tiles[0]
-    for i in tl.static_range(1, len(tiles)):  # (fma: one rounding a term, whatever the compiler would contract)
+    for i in tl.static_range(1, len(tiles)):  # fma: the same rounding however the compiler would contract
         d_terms += tl.where(row_sets[i][:, None, None] == j, tiles[i], 0.0)
         m_terms = tl.fma(tl.where(row_sets[i][:, None] > j, xs[i], 0.0)[:, :, None], tiles[i], m_terms)
     if _INTERPRETED:  # the interpreter runs a reduction's own combine function in Python, element by element
@@ -380,6 +380,14 @@ def _store_T(T_out, b, lower, taus, t_rows, cols):
 
 
 @triton.jit
+def _panel_offsets(b, n, k0, rows, NB: tl.constexpr):
+    """Offsets of the panel's rows ``rows`` (from k0 on) in matrix b, [len(rows), NB], and which are inside it."""
+    flat = tl.arange(0, NB)
+    inside = (rows[:, None] < n - k0) & (flat[None, :] < n - k0)
+    return b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :]), inside
+
+
+@triton.jit
 def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
                   ROWS: tl.constexpr, TILES: tl.constexpr, NB: tl.constexpr, V_WIDTH: tl.constexpr,
                   WRITE_T: tl.constexpr, SHUFFLE: tl.constexpr, BF16X3: tl.constexpr, FLAGS: tl.constexpr,
@@ -395,13 +403,11 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
     _await(counters, b, wait, FLAGS)
     cols = _panel_columns(NB)
     n_cols = tl.minimum(n - k0, NB)
-    flat = tl.arange(0, NB)
     tiles = ()
     row_sets = ()
     for i in tl.static_range(TILES):
         rows = i * ROWS + tl.arange(0, ROWS)
-        inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
-        offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+        offsets, inside = _panel_offsets(b, n, k0, rows, NB)
         tile = tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0)
         tiles += (tl.reshape(tile, [ROWS, NB // 4, 4]),)
         row_sets += (rows,)
@@ -434,8 +440,7 @@ def _factor_panel(src, H, tau_out, T_out, V_out, n, k0, counters, wait,
         tl.store(T_out + b * NB * NB + t_rows[:, None, None] * NB + cols[None, :, :], T)
     for i in tl.static_range(TILES):
         rows = row_sets[i]
-        inside = (rows[:, None] < n - k0) & (flat[None, :] < n_cols)
-        offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+        offsets, inside = _panel_offsets(b, n, k0, rows, NB)  # again: not held in registers through the loop
         # v_c[1:] = x_c[1:] scale_c, through _unfolded: V's parts are selected from these below
         P = _unfolded(tl.where(rows[:, None, None] > cols[None, :, :], tiles[i] * scales[None, :, :], tiles[i]))
         tl.store(_panel_tile(H, offsets, SHUFFLE), tl.reshape(P, [ROWS, NB]), mask=inside)
@@ -554,9 +559,7 @@ def _reflect_split_panel(src, H, tau_out, sums, grams, V_out, n, k0, j, step, NB
     p = tl.program_id(1)
     rows = p * SLICE + tl.arange(0, SLICE)
     cols = _panel_columns(NB)
-    flat = tl.arange(0, NB)
-    inside = (rows[:, None] < n - k0) & (flat[None, :] < NB)
-    offsets = b * n * n + (k0 + rows[:, None]) * n + (k0 + flat[None, :])
+    offsets, inside = _panel_offsets(b, n, k0, rows, NB)  # (a split panel has NB columns and more rows)
     P = tl.reshape(tl.load(_panel_tile(src, offsets, SHUFFLE), mask=inside, other=0.0), [SLICE, NB // 4, 4])
     slot = sums + b * 3 * 2 * NB
     if p == 0:

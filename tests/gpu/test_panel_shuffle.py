@@ -35,8 +35,7 @@ def test_a_panel_factored_with_and_without_the_shuffle_gives_the_same_bits(rows,
         V_parts = torch.zeros(batch, 2, n, nb, dtype=torch.bfloat16, device="cuda")
         counters = torch.zeros(1, dtype=torch.int32, device="cuda")
         sub._factor_panel[(batch,)](H, H, tau, T, V_parts, n, k0, counters, 0, ROWS=rows, TILES=tiles, NB=nb,
-                                    V_WIDTH=nb,
-                                    WRITE_T=True, SHUFFLE=shuffle, BF16X3=True, FLAGS=False, PDL=False,
+                                    V_WIDTH=nb, WRITE_T=True, SHUFFLE=shuffle, BF16X3=True, FLAGS=False, PDL=False,
                                     num_warps=warps)
         out[shuffle] = (H, tau, T, V_parts)
     for shuffled, summed in zip(out[True], out[False]):
