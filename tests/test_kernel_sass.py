@@ -7,6 +7,7 @@ the installed Triton's (CI's may be newer than the GPU machine's).
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,40 @@ def test_the_panel_layout_is_the_same_with_and_without_SHUFFLE_and_follows_from_
     marked, unmarked = layouts(True), layouts(False)
     assert runs_of_four(marked), marked
     assert runs_of_four(unmarked), unmarked
+
+
+def test_every_register_panel_shape_the_host_launches_keeps_the_shuffle_layout():
+    # _from_lane takes a column from the lane that holds it, so every panel tile must be held as a row of W // 4
+    # runs of 4 columns in consecutive lanes, whatever else the kernel loads or stores (a block of another
+    # access's shape can hand the tiles its own layout). Each (width, tile rows, warps) that _factor_blocked
+    # launches, at its largest count of tiles, compiled as a launch would (SHUFFLE on).
+    sys.path.insert(0, str(ROOT))
+    import submission as sub
+
+    shapes = {}
+    for width, floats in ((sub.NARROW_PANEL_WIDTH, sub.PANEL_FLOATS_PER_THREAD_LATENCY),
+                          (sub.PANEL_WIDTH, sub.PANEL_FLOATS_PER_THREAD_OWN_SM),
+                          (sub.PANEL_WIDTH, sub.PANEL_FLOATS_PER_THREAD_SHARED)):
+        for rows in range(1, sub.MAX_REGISTER_PANEL_ROWS + 1):
+            warps = sub._panel_warps(sub._panel_tile_rows(rows), width, floats)
+            tiles, tile = sub._panel_tiles(rows, width, warps)
+            shapes[width, tile, warps] = max(tiles, shapes.get((width, tile, warps), 0))
+    assert len(shapes) > 10, shapes
+
+    def compile_panel(shape):
+        (width, tile, warps), tiles = shape
+        values = {"ROWS=512": f"ROWS={tile}", "TILES=1": f"TILES={tiles}", "NB=32": f"NB={width}",
+                  "V_WIDTH=32": f"V_WIDTH={width}"}
+        return _run(*[values.get(arg, arg) for arg in PANEL[:-1]], str(warps))
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        compiled = list(pool.map(compile_panel, shapes.items()))
+    for ((width, tile, warps), tiles), done in zip(shapes.items(), compiled):
+        assert done.returncode == 0, done.stderr
+        runs = width // 4
+        lines = done.stdout.splitlines()
+        assert any("sizePerThread = [1, 1, 4]" in line and f"threadsPerWarp = [{32 // runs}, {runs}, 1]" in line
+                   and "order = [2, 1, 0]" in line for line in lines), (width, tile, warps, tiles, lines)
 
 
 def test_the_update_takes_a_row_step_of_shared_memory_per_pipeline_stage():
