@@ -8,6 +8,8 @@
 #   bash docs/prepared/run-s40.sh s   # the entry's split panels on the GPU (test_split_panels.py, not run there
 #                                     # since v80 and be1d3c1's _panel_offsets)
 #   bash docs/prepared/run-s40.sh 1   # on an H200: the evaluator's score of the entry (run-s32.sh 1, about 270 s)
+#   bash docs/prepared/run-s40.sh q   # v81's kernels each alone (PDL off) and in the chain, n176 b40 and n352 b40:
+#                                     # which of its two row passes (the panel's own, the update beside) is long
 # (The session's call `vt` ran the same code as this v and t with v81 as submission.py and the entry beside it.)
 set -u
 STEPS=${1:-v}
@@ -61,5 +63,11 @@ PY
     cp $V/test_panel_shuffle.py $V/test_prepared_paths.py $V/kernel_sass.py tests/gpu/
     cp $V/test_kernel_sass.py $V/test_submission.py tests/
     cp $V/entry.py submission.py
+}
+[[ $STEPS == *q* ]] && (( SECONDS < LIMIT - 45 )) && {
+    for mode in --serial ""; do
+        timeout $(( LIMIT - SECONDS - 5 )) python tests/gpu/kernel_profile.py $V/v81.py $mode --shapes 40:176,40:352 \
+            2>&1 | tee -a "$OUT/profile-v81.txt"
+    done
 }
 exit 0
