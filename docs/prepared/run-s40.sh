@@ -10,6 +10,9 @@
 #   bash docs/prepared/run-s40.sh 1   # on an H200: the evaluator's score of the entry (run-s32.sh 1, about 270 s)
 #   bash docs/prepared/run-s40.sh q   # v81's kernels each alone (PDL off) and in the chain, n176 b40 and n352 b40:
 #                                     # which of its two row passes (the panel's own, the update beside) is long
+#   bash docs/prepared/run-s40.sh p   # the same for the entry (run-s39.sh's p)
+# run-s39.sh is folded in (its calls are recorded in docs/perf.md at their commits; git show be1d3c1:docs/prepared/
+# run-s39.sh).
 # (The session's call `vt` ran the same code as this v and t with v81 as submission.py and the entry beside it.)
 set -u
 STEPS=${1:-v}
@@ -64,10 +67,12 @@ PY
     cp $V/test_kernel_sass.py $V/test_submission.py tests/
     cp $V/entry.py submission.py
 }
-[[ $STEPS == *q* ]] && (( SECONDS < LIMIT - 45 )) && {
+profile() {  # profile ENTRY LOG: its kernels each alone (PDL off), then in the chain, n176 b40 and n352 b40
     for mode in --serial ""; do
-        timeout $(( LIMIT - SECONDS - 5 )) python tests/gpu/kernel_profile.py $V/v81.py $mode --shapes 40:176,40:352 \
-            2>&1 | tee -a "$OUT/profile-v81.txt"
+        timeout $(( LIMIT - SECONDS - 5 )) python tests/gpu/kernel_profile.py "$1" $mode --shapes 40:176,40:352 \
+            2>&1 | tee -a "$OUT/$2"
     done
 }
+[[ $STEPS == *q* ]] && (( SECONDS < LIMIT - 45 )) && profile $V/v81.py profile-v81.txt
+[[ $STEPS == *p* ]] && (( SECONDS < LIMIT - 45 )) && profile $V/entry.py profile-latency.txt
 exit 0
