@@ -71,8 +71,8 @@ def test_the_panel_layout_is_the_same_with_and_without_SHUFFLE_and_follows_from_
 def test_every_register_panel_shape_the_host_launches_keeps_the_shuffle_layout():
     # _from_lane takes a column from the lane that holds it, so every panel tile must be held as a row of W // 4
     # runs of 4 columns in consecutive lanes, whatever else the kernel loads or stores (a block of another
-    # access's shape can hand the tiles its own layout). Each (width, tile rows, warps) that _factor_blocked
-    # launches, at its largest count of tiles, compiled as a launch would (SHUFFLE on).
+    # access's shape can hand the tiles its own layout: docs/perf.md, "v81 measured"). Each (width, tile rows,
+    # warps) that _factor_blocked launches, at its largest count of tiles, compiled as a launch would (SHUFFLE on).
     sys.path.insert(0, str(ROOT))
     import submission as sub
 
