@@ -11,6 +11,8 @@
 #   bash docs/prepared/run-s40.sh q   # v81's kernels each alone (PDL off) and in the chain, n176 b40 and n352 b40:
 #                                     # which of its two row passes (the panel's own, the update beside) is long
 #   bash docs/prepared/run-s40.sh p   # the same for the entry (run-s39.sh's p)
+#   bash docs/prepared/run-s40.sh w   # lat32: the latency-bound inputs with 32-column panels (NARROW_PANEL_WIDTH,
+#                                     # chosen at 16 in v4 and not re-measured since) against the entry
 # run-s39.sh is folded in (its calls are recorded in docs/perf.md at their commits; git show be1d3c1:docs/prepared/
 # run-s39.sh).
 # (The session's call `vt` ran the same code as this v and t with v81 as submission.py and the entry beside it.)
@@ -22,6 +24,8 @@ mkdir -p $V
 cp submission.py $V/entry.py
 cp tests/gpu/test_panel_shuffle.py tests/gpu/test_prepared_paths.py tests/test_kernel_sass.py \
     tests/test_submission.py tests/gpu/kernel_sass.py $V/
+sed 's/^NARROW_PANEL_WIDTH = 16 /NARROW_PANEL_WIDTH = 32 /' submission.py > $V/lat32.py
+cmp -s submission.py $V/lat32.py && { echo "run-s40.sh: NARROW_PANEL_WIDTH = 16 not found"; exit 1; }
 cp submission.py $V/v81.py && patch -s $V/v81.py docs/prepared/s40-v81.diff \
     || { echo "run-s40.sh: s40-v81.diff does not apply"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
@@ -72,6 +76,12 @@ profile() {  # profile ENTRY LOG: its kernels each alone (PDL off), then in the 
         timeout $(( LIMIT - SECONDS - 5 )) python tests/gpu/kernel_profile.py "$1" $mode --shapes 40:176,40:352 \
             2>&1 | tee -a "$OUT/$2"
     done
+}
+[[ $STEPS == *w* ]] && (( SECONDS < LIMIT - 120 )) && {
+    LB=96:40:dense,176:40:dense,352:40:dense,512:16:dense,1024:4:dense
+    warm $LB $V/entry.py $V/lat32.py
+    timeout $(( LIMIT - SECONDS - 10 )) python tests/gpu/ab_bench.py $LB $V/entry.py $V/lat32.py 2>&1 \
+        | tee "$OUT/ab-lat32.txt"
 }
 [[ $STEPS == *q* ]] && (( SECONDS < LIMIT - 45 )) && profile $V/v81.py profile-v81.txt
 [[ $STEPS == *p* ]] && (( SECONDS < LIMIT - 45 )) && profile $V/entry.py profile-latency.txt
