@@ -795,16 +795,17 @@ def _panel_warps(rows: int, width: int, floats_per_thread: int = PANEL_FLOATS_PE
     return max(1, min(8, rows * width // (32 * floats_per_thread)))
 
 
-def _panel_tiles(rows: int, width: int, warps: int) -> tuple[int, int]:
-    """(tiles, rows a tile) of a register panel of ``rows`` rows and ``width`` columns on ``warps`` warps: tiles of
-    1 / PANEL_TILE_FRACTION of its power-of-2 tile (``_panel_tile_rows``), so that at most that share of the
-    panel's registers holds padding rows, and no fewer rows than the warps' lanes cover (128 // width rows a
-    warp: a run of 4 columns a lane), so that every tile has the layout the shuffle needs (``_from_lane``);
-    one tile where the tiles would be as tall as it."""
+def _panel_tiles(rows: int, width: int, floats_per_thread: int) -> tuple[int, int, int]:
+    """(tiles, rows a tile, warps) of a register panel of ``rows`` rows and ``width`` columns, as launched: the
+    warps of its power-of-2 tile (``_panel_tile_rows``, ``_panel_warps``), and tiles of 1 / PANEL_TILE_FRACTION of
+    that tile, so that at most that share of the panel's registers holds padding rows, and no fewer rows than the
+    warps' lanes cover (128 // width rows a warp: a run of 4 columns a lane), so that every tile has the layout
+    the shuffle needs (``_from_lane``); one tile where the tiles would be as tall as it."""
     whole = _panel_tile_rows(rows)
+    warps = _panel_warps(whole, width, floats_per_thread)
     tile = max(16, whole // PANEL_TILE_FRACTION, 128 // width * warps)
     tiles = _cdiv(rows, tile)
-    return (1, whole) if tiles * tile == whole else (tiles, tile)  # tiles summed cost a little more than one
+    return (1, whole, warps) if tiles * tile == whole else (tiles, tile, warps)  # summed tiles cost a little more
 
 
 def _launch_plainly(kernel, grid: tuple, *args, **options) -> None:
@@ -964,8 +965,7 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
     def register_panel(k0: int, src: torch.Tensor, T_k: torch.Tensor, V_k: torch.Tensor) -> None:
         """One panel of panel_width columns at k0 in a program's registers, T and V's parts where it has
         trailing columns."""
-        warps = _panel_warps(rows(k0), panel_width, floats_per_thread)
-        tiles, tile_rows = _panel_tiles(n - k0, panel_width, warps)
+        tiles, tile_rows, warps = _panel_tiles(n - k0, panel_width, floats_per_thread)
         options, sync = order(1, panel_launch)
         launch(_factor_panel, (batch,), src, H, tau, T_k, V_k, n, k0, *sync, ROWS=tile_rows, TILES=tiles,
                NB=panel_width, V_WIDTH=nb, WRITE_T=k0 + panel_width < n, SHUFFLE=shuffle(src), BF16X3=bf16x3,

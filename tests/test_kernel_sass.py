@@ -83,8 +83,7 @@ def test_every_register_panel_shape_the_host_launches_keeps_the_shuffle_layout()
                           (sub.PANEL_WIDTH, sub.PANEL_FLOATS_PER_THREAD_OWN_SM),
                           (sub.PANEL_WIDTH, sub.PANEL_FLOATS_PER_THREAD_SHARED)):
         for rows in range(1, sub.MAX_REGISTER_PANEL_ROWS + 1):
-            warps = sub._panel_warps(sub._panel_tile_rows(rows), width, floats)
-            tiles, tile = sub._panel_tiles(rows, width, warps)
+            tiles, tile, warps = sub._panel_tiles(rows, width, floats)
             shapes[width, tile, warps] = max(tiles, shapes.get((width, tile, warps), 0))
     assert len(shapes) > 10, shapes
 

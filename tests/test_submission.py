@@ -397,8 +397,7 @@ def test_a_register_panel_holds_at_most_an_eighth_of_padding(width, floats):
     # an eighth of the power-of-2 tile taller, or the power-of-2 tile itself.
     for rows in range(1, sub.MAX_REGISTER_PANEL_ROWS + 1):
         whole = sub._panel_tile_rows(rows)
-        warps = sub._panel_warps(whole, width, floats)
-        tiles, tile = sub._panel_tiles(rows, width, warps)
+        tiles, tile, warps = sub._panel_tiles(rows, width, floats)
         assert tile & (tile - 1) == 0 and tile >= 128 // width * warps and tiles * tile >= rows
         assert (tiles, tile) == (1, whole) or tiles * tile - rows < max(16, whole // 8, 128 // width * warps)
         assert tiles * tile <= whole
