@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -25,6 +26,15 @@ def require_contest() -> None:
 
 # tests/gpu/ holds checks that need a CUDA device; they are collected only where one exists.
 collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
+
+
+def load_module(path: Path, name: str):
+    """The Python file at ``path`` as a module named ``name``, kept out of ``sys.modules``.  The entry is loaded so,
+    never imported as ``submission``: the evaluator's tests check that nothing in the process imported that."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def clean_env(**extra: str) -> dict:

@@ -4,12 +4,13 @@ No GPU is needed: Triton's NVIDIA backend compiles and its bundled cuobjdump rea
 the installed Triton's (CI's may be newer than the GPU machine's).
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PANEL = ["submission.py", "_factor_panel", "--pointers", "src,H,tau_out,T_out,V_out:bf16,counters:i32", "--const",
@@ -74,9 +75,7 @@ def test_every_register_panel_shape_the_host_launches_keeps_the_shuffle_layout()
     # runs of 4 columns in consecutive lanes, whatever else the kernel loads or stores (a block of another
     # access's shape can hand the tiles its own layout: docs/perf.md, "v81 measured"). Each (width, tile rows,
     # warps) that _factor_blocked launches, at its largest count of tiles, compiled as a launch would (SHUFFLE on).
-    spec = importlib.util.spec_from_file_location("submission_shapes", ROOT / "submission.py")  # not "submission":
-    sub = importlib.util.module_from_spec(spec)  # the evaluator's tests check that no one imported that
-    spec.loader.exec_module(sub)
+    sub = load_module(ROOT / "submission.py", "submission_shapes")
 
     shapes = {}
     for width, floats in ((sub.NARROW_PANEL_WIDTH, sub.PANEL_FLOATS_PER_THREAD_LATENCY),

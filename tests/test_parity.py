@@ -10,7 +10,6 @@ exit codes. Without the contest's folder these tests fail; they never skip.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 import torch
 
 import reference
-from conftest import CONTEST, FIXTURES, REPO_ROOT, clean_env, require_contest
+from conftest import CONTEST, FIXTURES, REPO_ROOT, clean_env, load_module, require_contest
 from test_reference import form_cases
 
 SHIM = FIXTURES / "contest_cpu_shim"
@@ -35,9 +34,7 @@ def contest_reference():
     sys.path.insert(0, str(CONTEST))
     saved_task = sys.modules.pop("task", None)
     try:
-        spec = importlib.util.spec_from_file_location("contest_reference", CONTEST / "reference.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = load_module(CONTEST / "reference.py", "contest_reference")
     finally:
         sys.path.remove(str(CONTEST))
         sys.modules.pop("task", None)

@@ -4,7 +4,6 @@
 copy of ``submission.py`` (whatever else this process imported before).
 """
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -16,18 +15,12 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import reference  # noqa: E402
+from conftest import load_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_submission():
-    spec = importlib.util.spec_from_file_location("submission_interpreted", ROOT / "submission.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sub = _load_submission()
+sub = load_module(ROOT / "submission.py", "submission_interpreted")
 
 
 def _check(A, out):
