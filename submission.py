@@ -1012,7 +1012,10 @@ def _factor_blocked(A: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, panel_w
         k1 = k0 + nb
         T_next, W_next, V_next = T[(k + 1) % 2], W[(k + 1) % 2], V_parts[(k + 1) % 2]
         buffers = (T[k % 2], T_next, W[k % 2], W_next, V_parts[k % 2], V_next)  # in _panel_update's order
-        update(k0, src, buffers, k1, min(k1 + nb, n) if look_ahead else n, chunks, False)
+        if look_ahead:  # the next block's nb columns, in tiles of their width (not more: no idle columns)
+            update(k0, src, buffers, k1, min(k1 + nb, n), chunks, False, tile_cols=min(nb, TRAILING_TILE_COLS))
+        else:
+            update(k0, src, buffers, k1, n, chunks, False)
         factor(k1, H, T_next, V_next, W_next)
         if k1 + nb < n:
             if look_ahead:

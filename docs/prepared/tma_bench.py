@@ -1,0 +1,205 @@
+"""The far update's row loop with C read and written by TMA descriptors, against the entry's (session 42).
+
+    python docs/prepared/tma_bench.py compile [ENTRY.py]     # offline: the TMA kernel for sm_90, into scratch/tma
+    python docs/prepared/tma_bench.py bench [ENTRY.py]       # GPU: the TMA variants against the entry's kernel
+    python docs/prepared/tma_bench.py bench submission.py v  # GPU: what V's loads cost (diagnostic variants)
+    python docs/prepared/tma_bench.py bench submission.py w  # GPU: the entry's kernel on 128-column tiles
+
+Question: does the update reach more of the DRAM's bandwidth when its tile of C comes in by TMA (a copy engine
+per multiprocessor: no registers, no threads, no address arithmetic while in flight) and goes out by TMA stores,
+instead of cp.async / st.global from every thread?  Only C moves by descriptor; V's parts (from L2) stay as the
+entry loads them.  Every variant gets the same inputs: one launch of the far update of the first panel (block) of
+n512 b640 and n1024 b60, without flags, as ``_factor_blocked`` launches it for these inputs (NB, tiles, chunks),
+timed alone with ``triton.testing.do_bench`` (5 interleaved rounds), its output compared with the entry kernel's.
+Out-of-bounds boxes read as zeros and are clipped on store, which stands for the entry's row and column masks: a
+chunk's last step ends on its chunk (CHUNK_ROWS is a multiple of TILE_ROWS), so a box crosses only the matrix's
+last row, and the store's descriptor ends at c_end.  With the CPU and TRITON_INTERPRET=1, ``bench`` checks the
+variants on one small launch.  Measured in session 42 (docs/perf.md): every TMA variant slower.
+"""
+
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from conftest import load_module  # noqa: E402
+
+E = load_module(Path(sys.argv[2] if len(sys.argv) > 2 else Path(__file__).resolve().parents[2] / "submission.py"),
+                "tma_entry")
+
+
+@triton.jit
+def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles, chunks, in_chunks,
+                slots, NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
+                CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BF16X3: tl.constexpr, STORE_TMA: tl.constexpr,
+                LOAD_TMA: tl.constexpr = True, V_ONCE: tl.constexpr = False):
+    b, t, c = E._update_program(tiles, chunks)
+    vc = tl.arange(0, NB)
+    tc0 = c_begin + t * TILE_COLS
+    tc = tc0 + tl.arange(0, TILE_COLS)
+    W = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
+    for q in range(0, in_chunks):
+        W += tl.load(E._W_part(W_in, b, q, slots, n, vc, tc), mask=tc[None, :] < c_end, other=0.0)
+    T = tl.load(T_in + b * NB * NB + vc[:, None] * NB + vc[None, :])
+    Z_hi, Z_lo = E._split(tl.dot(tl.trans(T), W, input_precision="tf32x3"), BF16X3)
+    row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
+    W_next = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
+    b32 = b.to(tl.int32)
+    r_first = c * CHUNK_ROWS + tl.arange(0, TILE_ROWS)
+    V_hi, V_lo = E._load_V_parts(V_in, b, n, r_first[:, None], vc[None, :], row_end, NB, V_WIDTH)
+    Nt_hi, Nt_lo = E._load_V_parts(V_next, b, n, r_first[None, :] + NB, vc[:, None], row_end - NB, NB, NB)
+    for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
+        rr = r0 + tl.arange(0, TILE_ROWS)
+        if not V_ONCE:  # (V_ONCE: a diagnostic, wrong results: the V parts of the first step for every step)
+            V_hi, V_lo = E._load_V_parts(V_in, b, n, rr[:, None], vc[None, :], row_end, NB, V_WIDTH)
+        if LOAD_TMA:
+            C = C_desc.load([b32, k0 + r0, tc0]).reshape(TILE_ROWS, TILE_COLS)
+        else:
+            C = tl.load(src + b * n * n + (k0 + rr[:, None]) * n + tc[None, :],
+                        mask=(rr[:, None] < row_end) & (tc[None, :] < n), other=0.0)
+        C -= E._dot_parts(V_hi, V_lo, Z_hi, Z_lo)
+        if STORE_TMA:
+            H_desc.store([b32, k0 + r0, tc0], C.reshape(1, TILE_ROWS, TILE_COLS))
+        else:
+            tl.store(H + b * n * n + (k0 + rr[:, None]) * n + tc[None, :], C,
+                     mask=(rr[:, None] < row_end) & (tc[None, :] < c_end))
+        if NEXT:
+            if not V_ONCE:
+                Nt_hi, Nt_lo = E._load_V_parts(V_next, b, n, rr[None, :] - NB, vc[:, None], row_end - NB, NB, NB)
+            C_hi, C_lo = E._split(C, BF16X3)
+            W_next += E._dot_parts(Nt_hi, Nt_lo, C_hi, C_lo)
+    if NEXT:
+        tl.store(E._W_part(W_out, b, c, slots, n, vc, tc), W_next, mask=tc[None, :] < c_end)
+
+
+# (n, batch, NB): the far update of the first panel (block) as _factor_blocked launches it on the H100 / H200
+CASES = [(512, 640, 64), (1024, 60, 32)]
+# name: (C stored by TMA, num_stages); "entry" is submission.py's _panel_update
+VARIANTS = dict(entry=None, tma=(True, 3), tmaL=(False, 3), tma2=(True, 2), tma4=(True, 4))
+if len(sys.argv) > 3 and sys.argv[3] == "v":  # diagnostics: the cost of V's loads (V_ONCE: results wrong)
+    VARIANTS = dict(entry=None, same=(False, 3, False), vonce=(False, 3, False, True),
+                    vonceT=(True, 3, True, True))
+if len(sys.argv) > 3 and sys.argv[3] == "w":  # the entry's kernel on wider tiles: ("entry", columns, warps, maxnreg)
+    VARIANTS = dict(entry=None, c128w8=("entry", 128, 8, None), c128w8r128=("entry", 128, 8, 128),
+                    c128w4=("entry", 128, 4, None))
+
+
+def launches(n: int, batch: int, nb: int, device: str):
+    """Inputs and the two launches (entry, tma) of the far update at k0 = 0 over columns [2 nb, n)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    g = torch.Generator(device="cpu").manual_seed(1)
+    tile_cols, tile_rows = E.TRAILING_TILE_COLS, E.TRAILING_TILE_ROWS
+    k0, c_begin, c_end = 0, 2 * nb, n
+    tiles = E._cdiv(c_end - c_begin, tile_cols)
+    programs = E.UPDATE_PROGRAMS_PER_SM * (torch.cuda.get_device_properties(0).multi_processor_count
+                                           if device == "cuda" else 1)
+    chunks, chunk_rows = E._row_chunks(n, k0, batch * tiles, programs)
+    slots = E._chunks_asked(n, batch, programs)
+    src = torch.randn(batch, n, n, generator=g).to(device)
+    parts = torch.bfloat16 if device == "cuda" else torch.float32
+    V = (torch.randn(batch, 2, n, nb, generator=g) * 0.1).to(device, parts)
+    V_next = (torch.randn(batch, 2, n, nb, generator=g) * 0.1).to(device, parts)
+    T = torch.triu(torch.randn(batch, nb, nb, generator=g) * 0.1).to(device)
+    W_in = torch.randn(batch * slots * nb * n, generator=g).to(device)
+    outs = {name: (torch.zeros_like(src), torch.zeros(batch * slots * nb * n, device=device))
+            for name in VARIANTS}
+    grid = (tiles * chunks * batch,)
+    shapes = dict(NB=nb, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=tile_rows, CHUNK_ROWS=chunk_rows, NEXT=True,
+                  BF16X3=True)
+    counters = torch.zeros(1, dtype=torch.int32, device=device)
+
+    def entry_with(name, cols, warps, maxnreg):
+        """The entry's kernel on tiles of ``cols`` columns with ``warps`` warps."""
+        H, W_out = outs[name]
+        t = E._cdiv(c_end - c_begin, cols)
+        ch, ch_rows = E._row_chunks(n, k0, batch * t, programs)
+
+        def launch():
+            E._panel_update[(t * ch * batch,)](
+                src, H, W_in, W_in, T, T, W_in, W_out, V, V_next, n, k0, c_begin, c_end, t, ch, chunks, slots,
+                counters, 0, BUILD_T=False, GRAM=False, FLAGS=False, PDL=False, num_warps=warps, maxnreg=maxnreg,
+                **dict(shapes, TILE_COLS=cols, CHUNK_ROWS=ch_rows))
+        return launch
+
+    entry = entry_with("entry", tile_cols, E.UPDATE_WARPS, E.UPDATE_MAX_REGISTERS if chunks == 1 else None)
+
+    box = [1, tile_rows, tile_cols]
+    C_desc = TensorDescriptor(src, [batch, n, n], [n * n, n, 1], box)
+
+    def variant(name, store_tma, stages, load_tma=True, v_once=False):
+        H_t, W_t = outs[name]
+        H_desc = TensorDescriptor(H_t, [batch, n, c_end], [n * n, n, 1], box)
+
+        def launch():
+            _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, V_next, n, k0, c_begin, c_end, tiles, chunks,
+                              chunks, slots, STORE_TMA=store_tma, LOAD_TMA=load_tma, V_ONCE=v_once,
+                              num_warps=E.UPDATE_WARPS, num_stages=stages,
+                              maxnreg=E.UPDATE_MAX_REGISTERS if chunks == 1 else None, **shapes)
+        return launch
+
+    runs = dict(entry=entry, **{name: entry_with(name, *how[1:]) if how[0] == "entry" else variant(name, *how)
+                                for name, how in VARIANTS.items() if name != "entry"})
+    moved = 2 * batch * n * (c_end - c_begin) * 4  # C read and written once
+    return runs, outs, moved, c_begin
+
+
+def compile_offline() -> int:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    names = list(_update_tma.arg_names)
+    consts = dict(NB=64, V_WIDTH=64, TILE_COLS=64, TILE_ROWS=32, CHUNK_ROWS=512, NEXT=True, BF16X3=True,
+                  STORE_TMA=True, LOAD_TMA=True, V_ONCE=False)
+    pointers = dict(src="*fp32", H="*fp32", T_in="*fp32", W_in="*fp32", W_out="*fp32", V_in="*bf16", V_next="*bf16",
+                    C_desc="tensordesc<fp32[1,32,64]>", H_desc="tensordesc<fp32[1,32,64]>")
+    signature = {k: "constexpr" if k in consts else pointers.get(k, "i32") for k in names}
+    attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in names if k not in consts and k not in
+             ("C_desc", "H_desc")}
+    compiled = triton.compile(ASTSource(fn=_update_tma, signature=signature, constexprs=consts, attrs=attrs),
+                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, maxnreg=168))
+    out = Path("scratch/tma")
+    out.mkdir(parents=True, exist_ok=True)
+    for kind in ("ttgir", "ptx"):
+        (out / f"_update_tma.{kind}").write_text(compiled.asm[kind])
+    (out / "_update_tma.cubin").write_bytes(compiled.asm["cubin"])
+    print(f"compiled: {compiled.metadata.shared} bytes of shared memory, {compiled.n_regs} registers"
+          if hasattr(compiled, "n_regs") else f"compiled: {compiled.metadata.shared} bytes of shared memory")
+    return 0
+
+
+def bench() -> int:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"{torch.cuda.get_device_name() if device == 'cuda' else 'cpu (interpreter)'}, Triton {triton.__version__}")
+    for n, batch, nb in CASES if device == "cuda" else [(64, 2, 16)]:
+        runs, outs, moved, c_begin = launches(n, batch, nb, device)
+        H_e, W_e = outs["entry"]
+        for name, run in list(runs.items()):
+            try:
+                run()
+            except Exception as error:  # noqa: BLE001 - a variant that does not compile or launch
+                print(f"n{n} b{batch} NB{nb}: {name} failed: {type(error).__name__}: {str(error)[:300]}")
+                del runs[name]
+                continue
+            H_t, W_t = outs[name]
+            dh = (H_e[:, :, c_begin:] - H_t[:, :, c_begin:]).abs().max().item()
+            dw = (W_e - W_t).abs().max().item()
+            print(f"n{n} b{batch} NB{nb} {name}: max |H diff| {dh:.3g} (of "
+                  f"{H_e[:, :, c_begin:].abs().max().item():.3g}), max |W_out diff| {dw:.3g}", flush=True)
+        if device != "cuda":
+            continue
+        times = {name: [] for name in runs}
+        for _ in range(5):  # interleaved
+            for name, run in runs.items():
+                times[name].append(triton.testing.do_bench(run, warmup=25, rep=200))
+        base = statistics.median(times["entry"])
+        print(f"n{n} b{batch} NB{nb}: " + " | ".join(
+            f"{name} {statistics.median(t) * 1e3:.1f} µs {moved / statistics.median(t) / 1e9:.2f} TB/s "
+            f"{statistics.median(t) / base:.3f}" for name, t in times.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit({"compile": compile_offline, "bench": bench}[sys.argv[1] if len(sys.argv) > 1 else "bench"]())
