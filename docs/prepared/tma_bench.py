@@ -33,10 +33,10 @@ E = load_module(Path(sys.argv[2] if len(sys.argv) > 2 else Path(__file__).resolv
 
 
 @triton.jit
-def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles, chunks, in_chunks,
-                slots, NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr, TILE_ROWS: tl.constexpr,
-                CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BF16X3: tl.constexpr, STORE_TMA: tl.constexpr,
-                LOAD_TMA: tl.constexpr = True, V_ONCE: tl.constexpr = False):
+def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles, chunks,
+                in_chunks, slots, NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr,
+                TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BF16X3: tl.constexpr,
+                STORE_TMA: tl.constexpr, LOAD_TMA: tl.constexpr = True, V_ONCE: tl.constexpr = False):
     b, t, c = E._update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     tc0 = c_begin + t * TILE_COLS
@@ -49,12 +49,13 @@ def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, 
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
     W_next = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     b32 = b.to(tl.int32)
-    r_first = c * CHUNK_ROWS + tl.arange(0, TILE_ROWS)
-    V_hi, V_lo = E._load_V_parts(V_in, b, n, r_first[:, None], vc[None, :], row_end, NB, V_WIDTH)
-    Nt_hi, Nt_lo = E._load_V_parts(V_next, b, n, r_first[None, :] + NB, vc[:, None], row_end - NB, NB, NB)
+    if V_ONCE:  # a diagnostic, wrong results: one step's V parts (of both panels) for every step
+        r_first = c * CHUNK_ROWS + tl.arange(0, TILE_ROWS)
+        V_hi, V_lo = E._load_V_parts(V_in, b, n, r_first[:, None], vc[None, :], row_end, NB, V_WIDTH)
+        Nt_hi, Nt_lo = E._load_V_parts(V_next, b, n, r_first[None, :] + NB, vc[:, None], row_end - NB, NB, NB)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
-        if not V_ONCE:  # (V_ONCE: a diagnostic, wrong results: the V parts of the first step for every step)
+        if not V_ONCE:
             V_hi, V_lo = E._load_V_parts(V_in, b, n, rr[:, None], vc[None, :], row_end, NB, V_WIDTH)
         if LOAD_TMA:
             C = C_desc.load([b32, k0 + r0, tc0]).reshape(TILE_ROWS, TILE_COLS)
@@ -89,7 +90,8 @@ if len(sys.argv) > 3 and sys.argv[3] == "w":  # the entry's kernel on wider tile
 
 
 def launches(n: int, batch: int, nb: int, device: str):
-    """Inputs and the two launches (entry, tma) of the far update at k0 = 0 over columns [2 nb, n)."""
+    """Inputs and the launches (entry's and VARIANTS') of the far update at k0 = 0 over columns [2 nb, n), their
+    outputs, the bytes of C they move, and c_begin."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     g = torch.Generator(device="cpu").manual_seed(1)
     tile_cols, tile_rows = E.TRAILING_TILE_COLS, E.TRAILING_TILE_ROWS
@@ -135,8 +137,8 @@ def launches(n: int, batch: int, nb: int, device: str):
         H_desc = TensorDescriptor(H_t, [batch, n, c_end], [n * n, n, 1], box)
 
         def launch():
-            _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, V_next, n, k0, c_begin, c_end, tiles, chunks,
-                              chunks, slots, STORE_TMA=store_tma, LOAD_TMA=load_tma, V_ONCE=v_once,
+            _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, V_next, n, k0, c_begin, c_end, tiles,
+                              chunks, chunks, slots, STORE_TMA=store_tma, LOAD_TMA=load_tma, V_ONCE=v_once,
                               num_warps=E.UPDATE_WARPS, num_stages=stages,
                               maxnreg=E.UPDATE_MAX_REGISTERS if chunks == 1 else None, **shapes)
         return launch
