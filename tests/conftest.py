@@ -28,10 +28,11 @@ def require_contest() -> None:
 collect_ignore = [] if torch.cuda.is_available() else ["gpu"]
 
 
-def load_module(path: Path, name: str):
-    """The Python file at ``path`` as a module named ``name``, kept out of ``sys.modules``.  The entry is loaded so,
-    never imported as ``submission``: the evaluator's tests check that nothing in the process imported that."""
-    spec = importlib.util.spec_from_file_location(name, path)
+def load_module(path: Path | str, name: str | None = None):
+    """The Python file at ``path`` as a module named ``name`` (its file's stem by default), kept out of
+    ``sys.modules``, so that several versions of one file can be loaded side by side and the entry is never
+    imported as ``submission`` (the evaluator's tests check that nothing in the process imported that)."""
+    spec = importlib.util.spec_from_file_location(name or Path(path).stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,9 +1,12 @@
 """The far update's row loop with C read and written by TMA descriptors, against the entry's (session 42).
 
-    python docs/prepared/tma_bench.py compile [ENTRY.py]     # offline: the TMA kernel for sm_90, into scratch/tma
-    python docs/prepared/tma_bench.py bench [ENTRY.py]       # GPU: the TMA variants against the entry's kernel
-    python docs/prepared/tma_bench.py bench submission.py v  # GPU: what V's loads cost (diagnostic variants)
-    python docs/prepared/tma_bench.py bench submission.py w  # GPU: the entry's kernel on 128-column tiles
+    python docs/prepared/tma_bench.py [tma]  # GPU: the TMA variants against the entry's kernel (submission.py)
+    python docs/prepared/tma_bench.py v      # GPU: what V's loads cost (diagnostic variants, wrong results)
+    python docs/prepared/tma_bench.py w      # GPU: the entry's kernel on 128-column tiles
+    python tests/gpu/kernel_sass.py docs/prepared/tma_bench.py _update_tma --descriptor C_desc=fp32[1,32,64] \
+        --descriptor H_desc=fp32[1,32,64] --pointers src,H,T_in,W_in,W_out,V_in:bf16,V_next:bf16 --const NB=64 \
+        --const V_WIDTH=64 --const TILE_COLS=64 --const TILE_ROWS=32 --const CHUNK_ROWS=512 --const NEXT=True \
+        --const BF16X3=True --max-registers 168   # offline: what the TMA kernel compiles to
 
 Question: does the update reach more of the DRAM's bandwidth when its tile of C comes in by TMA (a copy engine
 per multiprocessor: no registers, no threads, no address arithmetic while in flight) and goes out by TMA stores,
@@ -28,15 +31,14 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from conftest import load_module  # noqa: E402
 
-E = load_module(Path(sys.argv[2] if len(sys.argv) > 2 else Path(__file__).resolve().parents[2] / "submission.py"),
-                "tma_entry")
+E = load_module(Path(__file__).resolve().parents[2] / "submission.py", "tma_entry")
 
 
 @triton.jit
 def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles, chunks,
                 in_chunks, slots, NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr,
                 TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BF16X3: tl.constexpr,
-                STORE_TMA: tl.constexpr, LOAD_TMA: tl.constexpr = True, V_ONCE: tl.constexpr = False):
+                LOAD_TMA: tl.constexpr = True, STORE_TMA: tl.constexpr = True, V_ONCE: tl.constexpr = False):
     b, t, c = E._update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     tc0 = c_begin + t * TILE_COLS
@@ -79,18 +81,17 @@ def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, 
 
 # (n, batch, NB): the far update of the first panel (block) as _factor_blocked launches it on the H100 / H200
 CASES = [(512, 640, 64), (1024, 60, 32)]
-# name: (C stored by TMA, num_stages); "entry" is submission.py's _panel_update
-VARIANTS = dict(entry=None, tma=(True, 3), tmaL=(False, 3), tma2=(True, 2), tma4=(True, 4))
-if len(sys.argv) > 3 and sys.argv[3] == "v":  # diagnostics: the cost of V's loads (V_ONCE: results wrong)
-    VARIANTS = dict(entry=None, same=(False, 3, False), vonce=(False, 3, False, True),
-                    vonceT=(True, 3, True, True))
-if len(sys.argv) > 3 and sys.argv[3] == "w":  # the entry's kernel on wider tiles: ("entry", columns, warps, maxnreg)
-    VARIANTS = dict(entry=None, c128w8=("entry", 128, 8, None), c128w8r128=("entry", 128, 8, 128),
-                    c128w4=("entry", 128, 4, None))
+# Each set's variants: the options of one launch of _update_tma (its switches, num_stages), or of the entry's
+# _panel_update on tiles of other columns and warps (cols, warps, maxnreg).
+VARIANT_SETS = dict(
+    tma=dict(tma={}, tmaL=dict(STORE_TMA=False), tma2=dict(num_stages=2), tma4=dict(num_stages=4)),
+    v=dict(same=dict(LOAD_TMA=False, STORE_TMA=False), vonce=dict(LOAD_TMA=False, STORE_TMA=False, V_ONCE=True),
+           vonceT=dict(V_ONCE=True)),
+    w=dict(c128w8=dict(cols=128, warps=8), c128w8r128=dict(cols=128, warps=8, maxnreg=128),
+           c128w4=dict(cols=128, warps=4)))
 
-
-def launches(n: int, batch: int, nb: int, device: str):
-    """Inputs and the launches (entry's and VARIANTS') of the far update at k0 = 0 over columns [2 nb, n), their
+def launches(n: int, batch: int, nb: int, device: str, variants: dict):
+    """Inputs and the launches (the entry's and ``variants``') of the far update at k0 = 0 over columns [2 nb, n), their
     outputs, the bytes of C they move, and c_begin."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     g = torch.Generator(device="cpu").manual_seed(1)
@@ -108,13 +109,13 @@ def launches(n: int, batch: int, nb: int, device: str):
     T = torch.triu(torch.randn(batch, nb, nb, generator=g) * 0.1).to(device)
     W_in = torch.randn(batch * slots * nb * n, generator=g).to(device)
     outs = {name: (torch.zeros_like(src), torch.zeros(batch * slots * nb * n, device=device))
-            for name in VARIANTS}
+            for name in ["entry", *variants]}
     grid = (tiles * chunks * batch,)
     shapes = dict(NB=nb, V_WIDTH=nb, TILE_COLS=tile_cols, TILE_ROWS=tile_rows, CHUNK_ROWS=chunk_rows, NEXT=True,
                   BF16X3=True)
     counters = torch.zeros(1, dtype=torch.int32, device=device)
 
-    def entry_with(name, cols, warps, maxnreg):
+    def entry_with(name, cols, warps, maxnreg=None):
         """The entry's kernel on tiles of ``cols`` columns with ``warps`` warps."""
         H, W_out = outs[name]
         t = E._cdiv(c_end - c_begin, cols)
@@ -132,51 +133,27 @@ def launches(n: int, batch: int, nb: int, device: str):
     box = [1, tile_rows, tile_cols]
     C_desc = TensorDescriptor(src, [batch, n, n], [n * n, n, 1], box)
 
-    def variant(name, store_tma, stages, load_tma=True, v_once=False):
+    def variant(name, options):
         H_t, W_t = outs[name]
         H_desc = TensorDescriptor(H_t, [batch, n, c_end], [n * n, n, 1], box)
 
         def launch():
             _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, V_next, n, k0, c_begin, c_end, tiles,
-                              chunks, chunks, slots, STORE_TMA=store_tma, LOAD_TMA=load_tma, V_ONCE=v_once,
-                              num_warps=E.UPDATE_WARPS, num_stages=stages,
-                              maxnreg=E.UPDATE_MAX_REGISTERS if chunks == 1 else None, **shapes)
+                              chunks, chunks, slots, num_warps=E.UPDATE_WARPS,
+                              maxnreg=E.UPDATE_MAX_REGISTERS if chunks == 1 else None, **shapes, **options)
         return launch
 
-    runs = dict(entry=entry, **{name: entry_with(name, *how[1:]) if how[0] == "entry" else variant(name, *how)
-                                for name, how in VARIANTS.items() if name != "entry"})
+    runs = dict(entry=entry, **{name: entry_with(name, **how) if "cols" in how else variant(name, how)
+                                for name, how in variants.items()})
     moved = 2 * batch * n * (c_end - c_begin) * 4  # C read and written once
     return runs, outs, moved, c_begin
 
 
-def compile_offline() -> int:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    names = list(_update_tma.arg_names)
-    consts = dict(NB=64, V_WIDTH=64, TILE_COLS=64, TILE_ROWS=32, CHUNK_ROWS=512, NEXT=True, BF16X3=True,
-                  STORE_TMA=True, LOAD_TMA=True, V_ONCE=False)
-    pointers = dict(src="*fp32", H="*fp32", T_in="*fp32", W_in="*fp32", W_out="*fp32", V_in="*bf16", V_next="*bf16",
-                    C_desc="tensordesc<fp32[1,32,64]>", H_desc="tensordesc<fp32[1,32,64]>")
-    signature = {k: "constexpr" if k in consts else pointers.get(k, "i32") for k in names}
-    attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in names if k not in consts and k not in
-             ("C_desc", "H_desc")}
-    compiled = triton.compile(ASTSource(fn=_update_tma, signature=signature, constexprs=consts, attrs=attrs),
-                              target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, maxnreg=168))
-    out = Path("scratch/tma")
-    out.mkdir(parents=True, exist_ok=True)
-    for kind in ("ttgir", "ptx"):
-        (out / f"_update_tma.{kind}").write_text(compiled.asm[kind])
-    (out / "_update_tma.cubin").write_bytes(compiled.asm["cubin"])
-    print(f"compiled: {compiled.metadata.shared} bytes of shared memory, {compiled.n_regs} registers"
-          if hasattr(compiled, "n_regs") else f"compiled: {compiled.metadata.shared} bytes of shared memory")
-    return 0
-
-
-def bench() -> int:
+def bench(which: str) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"{torch.cuda.get_device_name() if device == 'cuda' else 'cpu (interpreter)'}, Triton {triton.__version__}")
     for n, batch, nb in CASES if device == "cuda" else [(64, 2, 16)]:
-        runs, outs, moved, c_begin = launches(n, batch, nb, device)
+        runs, outs, moved, c_begin = launches(n, batch, nb, device, VARIANT_SETS[which])
         H_e, W_e = outs["entry"]
         for name, run in list(runs.items()):
             try:
@@ -204,4 +181,7 @@ def bench() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit({"compile": compile_offline, "bench": bench}[sys.argv[1] if len(sys.argv) > 1 else "bench"]())
+    which = sys.argv[1] if len(sys.argv) > 1 else "tma"
+    if which not in VARIANT_SETS:
+        sys.exit(f"tma_bench.py: expected one of {', '.join(VARIANT_SETS)}, got {which!r}")
+    sys.exit(bench(which))

@@ -11,7 +11,6 @@ stdout and, with --out, to DIR/bench.txt.
 """
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -22,19 +21,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 import reference  # noqa: E402
+from conftest import load_module  # noqa: E402,F401  (also for this folder's other scripts)
 
 L2_FLUSH_BYTES = 2 * 60 * 2**20
 TIME_BUDGET_S = 1.0  # per case and entry
 MAX_REPEATS = 20
-
-
-def load_module(path: str):
-    """An entry's file as a module of its own (several versions of one file side by side)."""
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_entry(path: str):

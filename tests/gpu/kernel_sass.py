@@ -1,14 +1,16 @@
 """Offline: what one of an entry's kernels compiles to for sm_90, without a GPU (not collected by pytest).
 
     python tests/gpu/kernel_sass.py ENTRY.py KERNEL --pointers A,B,... [--const NAME=VALUE ...]
-        [--warps W] [--unaligned NAME,...] [--max-registers R] [--stages S] [--out DIR]
+        [--descriptor NAME=TYPE[SHAPE] ...] [--warps W] [--unaligned NAME,...] [--max-registers R] [--stages S]
+        [--out DIR]
 
 Compiles ``ENTRY.KERNEL`` with ``triton.compile`` for sm_90 (the H100 and H200) and prints its registers and
 stack (``cuobjdump -res-usage``), the shared memory a program of its launch takes (Triton's figure: the pipelined
 loads' stages and the reductions' scratch), its SASS instruction count and mix, each loop's body (a backward
 branch over more than 64 instructions) with its own mix, and the layouts of its TTGIR.  The arguments named by
 --pointers are float32 pointers (another element type as NAME:TYPE: ``counters:i32``, ``V_in:bf16``), the
-others 32-bit integers unless --const gives them (ints, True / False).  A launch specializes pointers that are
+others 32-bit integers unless --const gives them (ints, True / False; a constexpr with a default keeps it) or --descriptor names them as host tensor
+descriptors (``C_desc=fp32[1,32,64]``: element type and block shape).  A launch specializes pointers that are
 16-byte aligned and integers divisible by 16, and both change the code (vectorized loads, the register layout),
 so every pointer and integer is marked so here but those named by --unaligned.  With --out, the SASS, PTX and
 TTGIR go to DIR.  Needs only Triton's NVIDIA backend (its bundled ptxas and cuobjdump), so it runs on a CPU
@@ -79,6 +81,7 @@ def main() -> int:
     parser.add_argument("--pointers", required=True, help="pointer arguments, comma-separated (NAME or NAME:i32)")
     parser.add_argument("--const", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--warps", type=int, default=4)
+    parser.add_argument("--descriptor", action="append", default=[], metavar="NAME=TYPE[SHAPE]")
     parser.add_argument("--unaligned", default="", help="arguments not to mark 16-aligned / divisible by 16")
     parser.add_argument("--max-registers", type=int, default=None)
     parser.add_argument("--stages", type=int, default=None, help="num_stages (Triton's default: 3)")
@@ -89,7 +92,7 @@ def main() -> int:
     if fn is None or not hasattr(fn, "arg_names"):
         parser.error(f"{args.entry} has no Triton kernel named {args.kernel}")
     names = list(fn.arg_names)
-    constexprs = {}
+    constexprs = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}  # unless --const
     for item in args.const:
         name, _, value = item.partition("=")
         if name not in names or not value:
@@ -103,7 +106,14 @@ def main() -> int:
         if name not in names:
             parser.error(f"--pointers: {name} is not an argument of {args.kernel} ({', '.join(names)})")
         pointers[name] = f"*{kind or 'fp32'}"
-    unaligned = set(filter(None, args.unaligned.split(",")))
+    for item in args.descriptor:
+        name, _, kind = item.partition("=")
+        if name not in names or not re.fullmatch(r"\w+\[[\d,]+\]", kind):
+            parser.error(f"--descriptor {item}: expected NAME=TYPE[SHAPE] (C_desc=fp32[1,32,64]) with NAME one of "
+                         f"{', '.join(names)}")
+        pointers[name] = f"tensordesc<{kind}>"
+    unaligned = set(filter(None, args.unaligned.split(","))) | {name for name in pointers
+                                                                 if pointers[name].startswith("tensordesc")}
     signature = {name: "constexpr" if name in constexprs else pointers.get(name, "i32") for name in names}
     attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in names
              if name not in constexprs and name not in unaligned}

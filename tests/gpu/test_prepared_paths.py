@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import reference
-from kernel_bench import load_module  # (this folder is on the path under pytest)
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 sub = load_module(ROOT / "submission.py")
