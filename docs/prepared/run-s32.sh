@@ -36,21 +36,7 @@ sed "s/^UPDATE_PROGRAMS_PER_SM_LATENCY = 6$/UPDATE_PROGRAMS_PER_SM_LATENCY = 8/"
 done
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 [[ $STEPS == *1* ]] && {
-    for half in a b; do
-        timeout 290 python -m eval benchmark --submission submission.py --specs "docs/prepared/eval-$half.yml" \
-            --json "$OUT/eval-$half.json" 2>&1 | tail -22 | tee "$OUT/eval-$half.txt"
-    done
-    python3 - "$OUT/eval-a.json" "$OUT/eval-b.json" <<'PY' | tee "$OUT/score.txt"
-import json, math, sys
-cases = [c for f in sys.argv[1:] for c in json.load(open(f))["benchmarks"]]
-for c in cases:
-    s = c["stats"]
-    sp = c["spec"]
-    print(f"b{sp['batch']} n{sp['n']} {sp.get('case', 'dense'):10s} mean {s['mean'] / 1e3:9.1f} us  median"
-          f" {s['median'] / 1e3:9.1f} us  slow {s['slow']} of {s['runs']}")
-means = [c["stats"]["mean"] for c in cases]
-print(len(means), "cases, score (geomean of means)", round(math.exp(sum(map(math.log, means)) / len(means)) / 1e3, 1), "us")
-PY
+    bash docs/prepared/run-score.sh
 }
 [[ $STEPS == *2* ]] && timeout 560 python tests/gpu/ab_bench.py 1024:60:dense,2048:8:dense,4096:2:dense submission.py \
     $V/upps3.py $V/upps6.py $V/parts1.py $V/parts3.py 2>&1 | tee "$OUT/ab-constants.txt"

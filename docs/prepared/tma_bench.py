@@ -2,6 +2,7 @@
 
     python docs/prepared/tma_bench.py [tma]  # GPU: the TMA variants against the entry's kernel (submission.py)
     python docs/prepared/tma_bench.py v      # GPU: what V's loads cost (diagnostic variants, wrong results)
+    python docs/prepared/tma_bench.py vn     # GPU: V's and the next panel's V's loads apart; the next V transposed
     python docs/prepared/tma_bench.py w      # GPU: the entry's kernel on 128-column tiles
     python tests/gpu/kernel_sass.py docs/prepared/tma_bench.py _update_tma --descriptor C_desc=fp32[1,32,64] \
         --descriptor H_desc=fp32[1,32,64] --pointers src,H,T_in,W_in,W_out,V_in:bf16,V_next:bf16 --const NB=64 \
@@ -12,8 +13,9 @@ Question: does the update reach more of the DRAM's bandwidth when its tile of C 
 per multiprocessor: no registers, no threads, no address arithmetic while in flight) and goes out by TMA stores,
 instead of cp.async / st.global from every thread?  Only C moves by descriptor; V's parts (from L2) stay as the
 entry loads them.  Every variant gets the same inputs: one launch of the far update of the first panel (block) of
-n512 b640 and n1024 b60, without flags, as ``_factor_blocked`` launches it for these inputs (NB, tiles, chunks),
-timed alone with ``triton.testing.do_bench`` (5 interleaved rounds), its output compared with the entry kernel's.
+n512 b640 and of one part of n1024 b60 (30 matrices, see CASES), without flags, as ``_factor_blocked`` launches
+it for these inputs (NB, tiles, chunks), timed alone with ``triton.testing.do_bench`` (5 interleaved rounds), its
+output compared with the entry kernel's.
 Out-of-bounds boxes read as zeros and are clipped on store, which stands for the entry's row and column masks: a
 chunk's last step ends on its chunk (CHUNK_ROWS is a multiple of TILE_ROWS), so a box crosses only the matrix's
 last row, and the store's descriptor ends at c_end.  With the CPU and TRITON_INTERPRET=1, ``bench`` checks the
@@ -38,7 +40,8 @@ E = load_module(Path(__file__).resolve().parents[2] / "submission.py", "tma_entr
 def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, c_begin, c_end, tiles, chunks,
                 in_chunks, slots, NB: tl.constexpr, V_WIDTH: tl.constexpr, TILE_COLS: tl.constexpr,
                 TILE_ROWS: tl.constexpr, CHUNK_ROWS: tl.constexpr, NEXT: tl.constexpr, BF16X3: tl.constexpr,
-                LOAD_TMA: tl.constexpr = True, STORE_TMA: tl.constexpr = True, V_ONCE: tl.constexpr = False):
+                LOAD_TMA: tl.constexpr = True, STORE_TMA: tl.constexpr = True, ONCE_V: tl.constexpr = False,
+                ONCE_N: tl.constexpr = False, NEXT_T: tl.constexpr = False):
     b, t, c = E._update_program(tiles, chunks)
     vc = tl.arange(0, NB)
     tc0 = c_begin + t * TILE_COLS
@@ -51,13 +54,15 @@ def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, 
     row_end = tl.minimum((c + 1) * CHUNK_ROWS, n - k0)
     W_next = tl.zeros([NB, TILE_COLS], dtype=tl.float32)
     b32 = b.to(tl.int32)
-    if V_ONCE:  # a diagnostic, wrong results: one step's V parts (of both panels) for every step
-        r_first = c * CHUNK_ROWS + tl.arange(0, TILE_ROWS)
+    # Diagnostics, wrong results: ONCE_V (ONCE_N) loads one step's parts of V (of the next panel's V) for every step.
+    r_first = c * CHUNK_ROWS + tl.arange(0, TILE_ROWS)
+    if ONCE_V:
         V_hi, V_lo = E._load_V_parts(V_in, b, n, r_first[:, None], vc[None, :], row_end, NB, V_WIDTH)
+    if ONCE_N:
         Nt_hi, Nt_lo = E._load_V_parts(V_next, b, n, r_first[None, :] + NB, vc[:, None], row_end - NB, NB, NB)
     for r0 in range(c * CHUNK_ROWS, row_end, TILE_ROWS):
         rr = r0 + tl.arange(0, TILE_ROWS)
-        if not V_ONCE:
+        if not ONCE_V:
             V_hi, V_lo = E._load_V_parts(V_in, b, n, rr[:, None], vc[None, :], row_end, NB, V_WIDTH)
         if LOAD_TMA:
             C = C_desc.load([b32, k0 + r0, tc0]).reshape(TILE_ROWS, TILE_COLS)
@@ -71,7 +76,13 @@ def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, 
             tl.store(H + b * n * n + (k0 + rr[:, None]) * n + tc[None, :], C,
                      mask=(rr[:, None] < row_end) & (tc[None, :] < c_end))
         if NEXT:
-            if not V_ONCE:
+            if NEXT_T:  # V_next transposed, [batch, 2, NB, n]: V₁ᵀ's rows lie along memory
+                r = rr[None, :] - NB
+                at = V_next + b * 2 * NB * n + vc[:, None] * n + r
+                ok = (r >= 0) & (r < row_end - NB)
+                Nt_hi = tl.load(at, mask=ok, other=0.0)
+                Nt_lo = tl.load(at + NB * n, mask=ok, other=0.0)
+            elif not ONCE_N:
                 Nt_hi, Nt_lo = E._load_V_parts(V_next, b, n, rr[None, :] - NB, vc[:, None], row_end - NB, NB, NB)
             C_hi, C_lo = E._split(C, BF16X3)
             W_next += E._dot_parts(Nt_hi, Nt_lo, C_hi, C_lo)
@@ -79,14 +90,20 @@ def _update_tma(C_desc, H_desc, src, H, T_in, W_in, W_out, V_in, V_next, n, k0, 
         tl.store(E._W_part(W_out, b, c, slots, n, vc, tc), W_next, mask=tc[None, :] < c_end)
 
 
-# (n, batch, NB): the far update of the first panel (block) as _factor_blocked launches it on the H100 / H200
-CASES = [(512, 640, 64), (1024, 60, 32)]
+# (n, batch, NB): the far update of the first panel (block) as _factor_blocked launches it on the H100 / H200 for
+# n512 b640 (one part) and n1024 b60, whose chain runs in PARTS_OWN_SM parts of 30 matrices (sessions 42 and
+# before timed one launch of all 60, which the chain never makes)
+CASES = [(512, 640, 64), (1024, 60 // E.PARTS_OWN_SM, 32)]
 # Each set's variants: the options of one launch of _update_tma (its switches, num_stages), or of the entry's
 # _panel_update on tiles of other columns and warps (cols, warps, maxnreg).
 VARIANT_SETS = dict(
     tma=dict(tma={}, tmaL=dict(STORE_TMA=False), tma2=dict(num_stages=2), tma4=dict(num_stages=4)),
-    v=dict(same=dict(LOAD_TMA=False, STORE_TMA=False), vonce=dict(LOAD_TMA=False, STORE_TMA=False, V_ONCE=True),
-           vonceT=dict(V_ONCE=True)),
+    v=dict(same=dict(LOAD_TMA=False, STORE_TMA=False),
+           vonce=dict(LOAD_TMA=False, STORE_TMA=False, ONCE_V=True, ONCE_N=True),
+           vonceT=dict(ONCE_V=True, ONCE_N=True)),
+    vn=dict(same=dict(LOAD_TMA=False, STORE_TMA=False), onceV=dict(LOAD_TMA=False, STORE_TMA=False, ONCE_V=True),
+            onceN=dict(LOAD_TMA=False, STORE_TMA=False, ONCE_N=True),
+            nextT=dict(LOAD_TMA=False, STORE_TMA=False, NEXT_T=True)),
     w=dict(c128w8=dict(cols=128, warps=8), c128w8r128=dict(cols=128, warps=8, maxnreg=128),
            c128w4=dict(cols=128, warps=4)))
 
@@ -106,6 +123,7 @@ def launches(n: int, batch: int, nb: int, device: str, variants: dict):
     parts = torch.bfloat16 if device == "cuda" else torch.float32
     V = (torch.randn(batch, 2, n, nb, generator=g) * 0.1).to(device, parts)
     V_next = (torch.randn(batch, 2, n, nb, generator=g) * 0.1).to(device, parts)
+    V_next_T = V_next.transpose(-1, -2).contiguous()  # [batch, 2, nb, n]
     T = torch.triu(torch.randn(batch, nb, nb, generator=g) * 0.1).to(device)
     W_in = torch.randn(batch * slots * nb * n, generator=g).to(device)
     outs = {name: (torch.zeros_like(src), torch.zeros(batch * slots * nb * n, device=device))
@@ -138,7 +156,8 @@ def launches(n: int, batch: int, nb: int, device: str, variants: dict):
         H_desc = TensorDescriptor(H_t, [batch, n, c_end], [n * n, n, 1], box)
 
         def launch():
-            _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, V_next, n, k0, c_begin, c_end, tiles,
+            next_parts = V_next_T if options.get("NEXT_T") else V_next
+            _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, next_parts, n, k0, c_begin, c_end, tiles,
                               chunks, chunks, slots, num_warps=E.UPDATE_WARPS,
                               maxnreg=E.UPDATE_MAX_REGISTERS if chunks == 1 else None, **shapes, **options)
         return launch
