@@ -1,5 +1,6 @@
 #!/bin/bash
-# Device calls of the forty-third session.  Nothing to carry.  Logs under $OUT.
+# Device calls of the forty-third session.  Nothing to carry.  Logs under $OUT.  Steps a and v were measured
+# in that session on an H100 (docs/perf.md, "vt, w128r and parts2 measured"): none of the variants is kept.
 #   bash docs/prepared/run-s43.sh 1   # on an H200 only: the evaluator's score of the committed entry (both halves of
 #                                     # specs/qr.yml's benchmarks, eval-a.yml and eval-b.yml, and their geomean)
 #   bash docs/prepared/run-s43.sh v   # tma_bench.py vn: the far update's loads of V's parts and of the next panel's

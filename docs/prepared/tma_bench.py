@@ -19,7 +19,7 @@ output compared with the entry kernel's.
 Out-of-bounds boxes read as zeros and are clipped on store, which stands for the entry's row and column masks: a
 chunk's last step ends on its chunk (CHUNK_ROWS is a multiple of TILE_ROWS), so a box crosses only the matrix's
 last row, and the store's descriptor ends at c_end.  With the CPU and TRITON_INTERPRET=1, ``bench`` checks the
-variants on one small launch.  Measured in session 42 (docs/perf.md): every TMA variant slower.
+variants on one small launch.  Measured in session 42 (docs/perf.md): every TMA variant slower; vn in session 43.
 """
 
 import statistics
