@@ -154,9 +154,9 @@ def launches(n: int, batch: int, nb: int, device: str, variants: dict):
     def variant(name, options):
         H_t, W_t = outs[name]
         H_desc = TensorDescriptor(H_t, [batch, n, c_end], [n * n, n, 1], box)
+        next_parts = V_next_T if options.get("NEXT_T") else V_next
 
         def launch():
-            next_parts = V_next_T if options.get("NEXT_T") else V_next
             _update_tma[grid](C_desc, H_desc, src, H_t, T, W_in, W_t, V, next_parts, n, k0, c_begin, c_end, tiles,
                               chunks, chunks, slots, num_warps=E.UPDATE_WARPS,
                               maxnreg=E.UPDATE_MAX_REGISTERS if chunks == 1 else None, **shapes, **options)
