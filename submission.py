@@ -153,6 +153,12 @@ UPDATE_PROGRAMS_PER_SM_SPLIT = 3
 # update), one where the matrices outnumber the multiprocessors (measured best of 1 to 4, docs/perf.md v55).
 PARTS_OWN_SM = 2
 PARTS_SHARED = 1
+# A directly launched call whose H is at most POOL_MAX_BYTES takes its outputs from a pool (``_OutputPool``), cut
+# from one allocation of at most POOL_CHUNK_BYTES for up to POOL_CALLS calls: such a call (n32 b20) is host-bound,
+# and two allocations are about 3.5 µs of its host's time.
+POOL_MAX_BYTES = 2**18
+POOL_CHUNK_BYTES = 4 * 2**20
+POOL_CALLS = 64
 # Under the Triton interpreter (CPU tests) two kernels take another route to the same numbers (_bf16_parts,
 # _fold_sums).
 _INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
@@ -1131,6 +1137,28 @@ def _outputs(A: torch.Tensor):
     return torch.empty_like(A), A.new_empty(A.shape[0], A.shape[1])
 
 
+class _OutputPool:
+    """New outputs of one (batch, n) for many calls, made in advance as views of one allocation: a call takes the
+    next unused pair.  Each pair is handed out once, so every call's H and tau are memory of its own, and a chunk
+    is freed when the last of its outputs is.  Each view starts 16 bytes aligned, as the recorded kernels were
+    compiled for the first call's outputs."""
+
+    def __init__(self, A: torch.Tensor, chunk_bytes: int = POOL_CHUNK_BYTES):
+        batch, n = A.shape[0], A.shape[-1]
+        self.h, self.t = _cdiv(batch * n * n, 4) * 4, _cdiv(batch * n, 4) * 4  # floats a call, 16-byte multiples
+        self.calls = max(1, min(POOL_CALLS, chunk_bytes // ((self.h + self.t) * A.element_size())))
+        self.pairs = []
+
+    def __call__(self, A: torch.Tensor):
+        if not self.pairs:
+            batch, n, h, t, calls = A.shape[0], A.shape[-1], self.h, self.t, self.calls
+            chunk = A.new_empty(calls * (h + t))
+            Hs = chunk.as_strided((calls, batch, n, n), (h, n * n, n, 1)).unbind(0)
+            taus = chunk.as_strided((calls, batch, n), (t, n, 1), calls * h).unbind(0)
+            self.pairs = list(zip(Hs, taus))[::-1]  # taken from the end
+        return self.pairs.pop()
+
+
 def qr_blocked(A: torch.Tensor, panel_width: int = PANEL_WIDTH, max_register_rows: int = MAX_REGISTER_PANEL_ROWS,
                update_programs: int | None = None, products_cols: int = PRODUCTS_TILE_COLS, look_ahead: bool = True,
                parts: int = 0, block_panels: int = 1):
@@ -1181,12 +1209,13 @@ class _DirectQR:
     the same on every call but for where A, H and tau are: the first call compiles each launch and records its
     compiled launcher and arguments as plain numbers, device addresses included (the chain's own buffers T, W and
     the Gram rows are kept and reused by every call, as a graph's are), and a later call launches the records in
-    order with its own A, H and tau put in.  (The inputs with split panels, whose sums buffer must start at zero,
-    are graphed instead.)"""
+    order with its own A, H and tau put in, small outputs taken from a pool.  (The inputs with split panels, whose
+    sums buffer must start at zero, are graphed instead.)"""
 
     def __init__(self, A: torch.Tensor):
         self.records = []  # per launch: (launcher, arguments with constexprs, [(position, which of A/H/tau, offset)])
         self.buffers = []  # the chain's own tensors, whose addresses the records hold
+        self.outputs = _OutputPool(A) if A.numel() * A.element_size() <= POOL_MAX_BYTES else _outputs
         H, tau = _outputs(A)
         self.call = (A, H, tau)
         _factor(A, H, tau, self.record)
@@ -1212,7 +1241,7 @@ class _DirectQR:
         launcher(*arguments)
 
     def __call__(self, A: torch.Tensor):
-        H, tau = _outputs(A)
+        H, tau = self.outputs(A)
         pointers = (A.data_ptr(), H.data_ptr(), tau.data_ptr())
         for launcher, arguments, own in self.records:
             for position, which, offset in own:

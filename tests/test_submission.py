@@ -370,6 +370,23 @@ def test_input_untouched_and_fresh_outputs_every_call():
     assert torch.equal(H1, H2) and torch.equal(tau1, tau2)
 
 
+def test_output_pool_hands_every_call_memory_of_its_own():
+    # A directly launched small call's outputs (on a GPU) come from _OutputPool: views of one allocation for many
+    # calls.  Here three chunks' worth, for a shape whose H and tau are not 16-byte multiples.
+    A = torch.zeros(3, 5, 5)
+    pool = sub._OutputPool(A, chunk_bytes=4 * (76 + 16) * 4)  # 75 and 15 floats a call, rounded up to 16 bytes
+    assert pool.calls == 4
+    outputs = [pool(A) for _ in range(10)]
+    for i, (H, tau) in enumerate(outputs):
+        assert H.shape == (3, 5, 5) and tau.shape == (3, 5) and H.dtype == tau.dtype == torch.float32
+        assert H.is_contiguous() and tau.is_contiguous()
+        assert H.data_ptr() % 16 == 0 and tau.data_ptr() % 16 == 0  # as the recorded kernels were compiled
+        H.fill_(i)
+        tau.fill_(-i)
+    for i, (H, tau) in enumerate(outputs):
+        assert bool((H == i).all()) and bool((tau == -i).all())
+
+
 @pytest.mark.parametrize("bad,what", [
     (torch.zeros(4, 4), "shape (4, 4)"),
     (torch.zeros(2, 3, 4), "shape (2, 3, 4)"),

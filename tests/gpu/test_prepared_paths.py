@@ -61,6 +61,14 @@ def test_outputs_of_many_calls_stay_their_own():
         H_plain, tau_plain = _plain(A)
         assert torch.equal(H, H_plain) and torch.equal(tau, tau_plain)
     assert len({t.data_ptr() for out in outputs for t in out}) == 2 * len(outputs)
+    # n32 b20's outputs come from a pool (_OutputPool): once the caller lets them go, at most the pool's current
+    # chunk stays.
+    del outputs
+    pool = sub._prepared[(20, 32, inputs[0].device, True)].outputs
+    before = torch.cuda.memory_allocated()
+    for _ in range(3 * pool.calls):
+        sub.custom_kernel(inputs[0])
+    assert torch.cuda.memory_allocated() - before <= pool.calls * (pool.h + pool.t) * 4 <= sub.POOL_CHUNK_BYTES
 
 
 def test_a_padded_chain_keeps_nothing_of_an_earlier_call():
