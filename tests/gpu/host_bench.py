@@ -4,10 +4,10 @@ by pytest).
     python tests/gpu/host_bench.py [--cases B:N ...] ENTRY.py [ENTRY.py ...]
 
 For each case, the contest's number of distinct inputs (clamp(256 MiB / input bytes, 1, 50)) is made once; each
-repeat fills 256 MiB (the L2 flush), records a start event, calls the entry on every input back to back, records
-the end event; the per-call median and minimum of 30 repeats are printed, entries side by side.  Where the host's
-work per call exceeds the GPU's (small inputs), this is the number that moves when the host path changes; every
-output of the first pass is checked with reference.check_details.
+repeat times every entry in turn: it fills 256 MiB (the L2 flush), records a start event, calls the entry on every
+input back to back, records the end event; the per-call median and minimum of 30 repeats are printed, entries side
+by side.  Where the host's work per call exceeds the GPU's (small inputs), this is the number that moves when the
+host path changes; every output of the first pass is checked with reference.check_details.
 """
 
 import argparse
@@ -38,13 +38,14 @@ def main() -> int:
         count = max(1, min(50, 256 * 2**20 // (batch * n * n * 4)))
         inputs = [reference.generate_input(batch, n, 1, 43214 + 42 * (i + 1), device="cuda") for i in range(count)]
         row = f"b{batch} n{n} x{count} inputs:"
+        bad, times, previous = {}, {name: [] for name in kernels}, {}
         for name, kernel in kernels.items():
-            outputs = [kernel(A) for A in inputs]
+            previous[name] = [kernel(A) for A in inputs]
             torch.cuda.synchronize()
-            bad = sum(not reference.check_details(A, out).ok for A, out in zip(inputs, outputs))
-            failures += bad
-            times = []
-            for _ in range(REPEATS):
+            bad[name] = sum(not reference.check_details(A, out).ok for A, out in zip(inputs, previous[name]))
+            failures += bad[name]
+        for _ in range(REPEATS):  # the entries in turn within every repeat: a drift of the host's speed hits all
+            for name, kernel in kernels.items():
                 torch.cuda.synchronize()
                 fill.fill_(42)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -52,9 +53,11 @@ def main() -> int:
                 outputs = [kernel(A) for A in inputs]
                 end.record()
                 torch.cuda.synchronize()
-                times.append(start.elapsed_time(end) * 1e3 / count)
-            row += f" | {name}: {'' if not bad else f'{bad} FAILED '}{statistics.median(times):.1f} us " \
-                   f"(min {min(times):.1f})"
+                times[name].append(start.elapsed_time(end) * 1e3 / count)
+                previous[name] = outputs  # its pass before is freed now, after this one's calls (as the contest)
+        for name in kernels:
+            row += f" | {name}: {'' if not bad[name] else f'{bad[name]} FAILED '}" \
+                   f"{statistics.median(times[name]):.1f} us (min {min(times[name]):.1f})"
         print(row, flush=True)
     return 1 if failures else 0
 
