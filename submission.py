@@ -1144,14 +1144,14 @@ class _OutputPool:
     compiled for the first call's outputs."""
 
     def __init__(self, A: torch.Tensor, chunk_bytes: int = POOL_CHUNK_BYTES):
-        batch, n = A.shape[0], A.shape[-1]
+        self.batch, self.n = batch, n = A.shape[0], A.shape[-1]
         self.h, self.t = _cdiv(batch * n * n, 4) * 4, _cdiv(batch * n, 4) * 4  # floats a call, 16-byte multiples
         self.calls = max(1, min(POOL_CALLS, chunk_bytes // ((self.h + self.t) * A.element_size())))
         self.pairs = []
 
     def __call__(self, A: torch.Tensor):
         if not self.pairs:
-            batch, n, h, t, calls = A.shape[0], A.shape[-1], self.h, self.t, self.calls
+            batch, n, h, t, calls = self.batch, self.n, self.h, self.t, self.calls
             chunk = A.new_empty(calls * (h + t))
             Hs = chunk.as_strided((calls, batch, n, n), (h, n * n, n, 1)).unbind(0)
             taus = chunk.as_strided((calls, batch, n), (t, n, 1), calls * h).unbind(0)
@@ -1216,7 +1216,7 @@ class _DirectQR:
         self.records = []  # per launch: (launcher, arguments with constexprs, [(position, which of A/H/tau, offset)])
         self.buffers = []  # the chain's own tensors, whose addresses the records hold
         self.outputs = _OutputPool(A) if A.numel() * A.element_size() <= POOL_MAX_BYTES else _outputs
-        H, tau = _outputs(A)
+        H, tau = _outputs(A)  # not the pool's: record tells A, H and tau apart by their storage, which a pair shares
         self.call = (A, H, tau)
         _factor(A, H, tau, self.record)
         del self.call
